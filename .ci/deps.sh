@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages glint builds and tests with: the OpenCL
+# headers and ICD loader for the cgo binding, PoCL as the OpenCL device, and
+# npm (for `make onnxruntime`) where it is missing.
+set -euo pipefail
+pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

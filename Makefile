@@ -1,0 +1,77 @@
+# glint — see README.md. Every target works on a fresh Debian machine once
+# .ci/run (or `make deps`) has installed the OpenCL packages.
+GO      ?= go
+BIN     := bin
+CACHE   := .cache
+SHARED  ?= ../shared
+DEMO    := $(CACHE)/demo-small-Q8_0.gguf
+
+# make bench: weight types (in order), tokens per run, timed runs, backends.
+BENCH_TYPES    ?= Q4_0 Q8_0 F16
+BENCH_N        ?= 16
+BENCH_RUNS     ?= 3
+BENCH_BACKENDS ?= cpu,opencl
+BENCH_THREADS  ?= 0
+BENCH_PROMPT   ?= Once upon a time
+BENCH_VOCAB    := $(SHARED)/models/llama.cpp-vocab/ggml-vocab-llama3-bpe.gguf
+
+.PHONY: all build test lint demo bench onnxruntime deps fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/generate ./cmd/generate
+
+lint:
+	$(GO) vet ./...
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# The test command of the README: vet, gofmt, then every test with the race
+# detector (OpenCL tests run on PoCL; shared-data tests read $(SHARED)).
+test: lint
+	$(GO) test -race -timeout 45m ./...
+
+# The main job with nothing to download: a synthetic model with a built-in
+# tokenizer, generated on the CPU and, where there is an OpenCL device, on it.
+demo: build
+	@mkdir -p $(CACHE)
+	@test -f $(DEMO) || $(BIN)/generate synth --shape small --type Q8_0 --seed 7 --std 0.2 -o $(DEMO)
+	@echo "== demo: random-weight synthetic model $(DEMO) (no download); greedy, 24 tokens"
+	$(BIN)/generate -m $(DEMO) -b cpu --temp 0 -n 24 -p "Once upon a time"
+	@if $(BIN)/generate devices >/dev/null 2>&1; then \
+		$(BIN)/generate -m $(DEMO) -b opencl --temp 0 -n 24 -p "Once upon a time"; \
+	else echo "(no OpenCL device: skipped -b opencl)"; fi
+
+# Latency report of the Llama-3.2-1B-shaped synthetic model on cpu and opencl,
+# one weight type at a time (Q4_0 first): markdown table on stdout,
+# out/bench-TYPE/report.json and report.svg. The models are written once into
+# $(CACHE) (with the Llama 3 tokenizer when the shared vocab is there). A
+# backend that fails is a row in its table; the target fails at the end.
+bench: build
+	@mkdir -p $(CACHE)
+	@status=0; for t in $(BENCH_TYPES); do \
+		m=$(CACHE)/bench-llama3.2-1b-$$t.gguf; \
+		if [ ! -f $$m ]; then \
+			vocab=""; if [ -f $(BENCH_VOCAB) ]; then vocab="--vocab $(BENCH_VOCAB)"; fi; \
+			$(BIN)/generate synth --shape llama3.2-1b --type $$t $$vocab -o $$m.part && mv $$m.part $$m || exit 1; \
+		fi; \
+		echo "== bench: $$m: $(BENCH_BACKENDS), $(BENCH_N) tokens × $(BENCH_RUNS) runs"; \
+		$(BIN)/generate report -b $(BENCH_BACKENDS) -m $$m -p "$(BENCH_PROMPT)" -n $(BENCH_N) \
+			--runs $(BENCH_RUNS) -t $(BENCH_THREADS) --out out/bench-$$t || status=1; \
+	done; exit $$status
+
+# ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
+onnxruntime:
+	bash scripts/onnxruntime.sh
+
+deps:
+	bash .ci/deps.sh
+
+fuzz:
+	$(GO) test ./model/gguf -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
+	$(GO) test ./model/safetensors -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
+	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime 5m -parallel 1
+	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzFromHF -fuzztime 5m -parallel 1
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,233 @@
+package backendtest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/dtype"
+)
+
+// Llama 3.2 1B sizes.
+const (
+	benchDim     = 2048
+	benchHeads   = 32
+	benchKVHeads = 8
+	benchHeadDim = 64
+	benchFFN     = 8192
+	benchVocab   = 128256
+	benchPrefill = 128
+)
+
+// Bench runs a sub-benchmark per op at Llama 3.2 1B sizes: BenchMatMul under
+// "MatMul" and BenchOps under "Ops". Each sub-benchmark makes its own backend
+// and only the weights it needs (the LM head is 215–280 MB), and releases
+// them before the next one.
+//
+// A backend whose benchmarks should be selectable with -bench MatMul calls
+// the two halves from top-level BenchmarkMatMul and BenchmarkOps instead, since
+// a -bench pattern without a slash only matches top-level names.
+func Bench(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
+	b.Run("MatMul", func(b *testing.B) { BenchMatMul(b, newBackend) })
+	b.Run("Ops", func(b *testing.B) { BenchOps(b, newBackend) })
+}
+
+// BenchMatMul times MatMulTransposed at the Llama 3.2 1B projection shapes for
+// decode (n=1) and prefill (n=128), and the LM head. Names read
+// <type>/<out>x<in>/n=<tokens>; SetBytes is the weight size, so the MB/s
+// column is the weight bandwidth achieved.
+func BenchMatMul(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
+	type mm struct {
+		dt   dtype.Type
+		m, k int
+		ns   []int
+	}
+	var mms []mm
+	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q8_0, dtype.F16, dtype.F32} {
+		for _, s := range [][2]int{{benchDim, benchDim}, {benchFFN, benchDim}, {benchDim, benchFFN}} {
+			mms = append(mms, mm{dt, s[0], s[1], []int{1, benchPrefill}})
+		}
+	}
+	mms = append(mms, mm{dtype.Q6_K, benchVocab, benchDim, []int{1}}, mm{dtype.Q8_0, benchVocab, benchDim, []int{1}})
+	for _, c := range mms {
+		for _, n := range c.ns {
+			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", c.dt, c.m, c.k, n), func(b *testing.B) {
+				e := newBenchEnv(b, newBackend)
+				raw := RandomWeight(b, e.rng, c.dt, c.m, c.k)
+				w := e.weight(c.dt, raw, c.m, c.k)
+				x := e.f32(e.rand(n*c.k), n, c.k)
+				dst := e.alloc(dtype.F32, n, c.m)
+				b.SetBytes(int64(len(raw)))
+				e.loop(func() { e.be.MatMulTransposed(dst, x, w, n) })
+			})
+		}
+	}
+}
+
+// BenchOps times every op other than MatMulTransposed at Llama 3.2 1B sizes,
+// for one token and for a prefill of 128 where the op takes n.
+func BenchOps(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
+	for _, n := range []int{1, benchPrefill} {
+		b.Run(fmt.Sprintf("Embedding/Q8_0/n=%d", n), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			// Gather cost does not depend on the vocabulary size, so a
+			// small table stands in for the 128256-row one.
+			const rows = 1024
+			table := e.weight(dtype.Q8_0, RandomWeight(b, e.rng, dtype.Q8_0, rows, benchDim), rows, benchDim)
+			ids := make([]int32, n)
+			for i := range ids {
+				ids[i] = int32(e.rng.IntN(rows))
+			}
+			it := e.alloc(dtype.I32, n)
+			if err := e.be.WriteI32(it, 0, ids); err != nil {
+				b.Fatal(err)
+			}
+			dst := e.alloc(dtype.F32, n, benchDim)
+			e.loop(func() { e.be.Embedding(dst, table, it, n) })
+		})
+		b.Run(fmt.Sprintf("RMSNorm/n=%d", n), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			w := e.weight(dtype.F32, f32Bytes(e.rand(benchDim)), benchDim)
+			x := e.f32(e.rand(n*benchDim), n, benchDim)
+			dst := e.alloc(dtype.F32, n, benchDim)
+			b.SetBytes(int64(8 * n * benchDim))
+			e.loop(func() { e.be.RMSNorm(dst, x, w, n, 1e-5) })
+		})
+		b.Run(fmt.Sprintf("RoPE/n=%d", n), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			freqs := e.weight(dtype.F32, f32Bytes(randF32(e.rng, benchHeadDim/2, 1, 8)), benchHeadDim/2)
+			x := e.f32(e.rand(n*benchDim), n, benchDim)
+			r := backend.Rope{Dims: benchHeadDim, Theta: 500000, Freqs: freqs}
+			e.loop(func() { e.be.RoPE(x, n, benchHeads, benchHeadDim, 100, r) })
+		})
+		b.Run(fmt.Sprintf("SiLUMul/n=%d", n), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			g := e.f32(e.rand(n*benchFFN), n, benchFFN)
+			u := e.f32(e.rand(n*benchFFN), n, benchFFN)
+			dst := e.alloc(dtype.F32, n, benchFFN)
+			b.SetBytes(int64(12 * n * benchFFN))
+			e.loop(func() { e.be.SiLUMul(dst, g, u, n) })
+		})
+		b.Run(fmt.Sprintf("Add/n=%d", n), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			x := e.f32(e.rand(n*benchDim), n, benchDim)
+			y := e.f32(e.rand(n*benchDim), n, benchDim)
+			b.SetBytes(int64(12 * n * benchDim))
+			e.loop(func() { e.be.Add(x, x, y, n) })
+		})
+		b.Run(fmt.Sprintf("Copy/n=%d", n), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			x := e.f32(e.rand(n*benchDim), n, benchDim)
+			dst := e.alloc(dtype.F32, n, benchDim)
+			b.SetBytes(int64(8 * n * benchDim))
+			e.loop(func() { e.be.Copy(dst, x, n) })
+		})
+	}
+	b.Run("CopySlice/kv-append", func(b *testing.B) {
+		e := newBenchEnv(b, newBackend)
+		const maxSeq, kvCols = 1024, benchKVHeads * benchHeadDim
+		cache := e.alloc(dtype.F32, maxSeq, benchKVHeads, benchHeadDim)
+		src := e.f32(e.rand(kvCols), 1, kvCols)
+		b.SetBytes(int64(8 * kvCols))
+		pos := 0
+		e.loop(func() {
+			e.be.CopySlice(cache, pos*kvCols, src, 0, kvCols)
+			pos = (pos + 1) % maxSeq
+		})
+	})
+	b.Run("AttentionGen/kvLen=512", func(b *testing.B) {
+		e := newBenchEnv(b, newBackend)
+		const kvLen, kvCols = 512, benchKVHeads * benchHeadDim
+		q := e.f32(e.rand(benchDim), 1, benchDim)
+		k := e.f32(e.rand(kvLen*kvCols), kvLen, benchKVHeads, benchHeadDim)
+		v := e.f32(e.rand(kvLen*kvCols), kvLen, benchKVHeads, benchHeadDim)
+		out := e.alloc(dtype.F32, 1, benchDim)
+		b.SetBytes(int64(2 * 4 * kvLen * kvCols))
+		e.loop(func() {
+			e.be.AttentionGen(out, q, k, v, kvLen, benchHeads, benchKVHeads, benchHeadDim, 0.125)
+		})
+	})
+	b.Run(fmt.Sprintf("Attention/n=%d", benchPrefill), func(b *testing.B) {
+		e := newBenchEnv(b, newBackend)
+		const n, kvCols = benchPrefill, benchKVHeads * benchHeadDim
+		q := e.f32(e.rand(n*benchDim), n, benchDim)
+		k := e.f32(e.rand(n*kvCols), n, benchKVHeads, benchHeadDim)
+		v := e.f32(e.rand(n*kvCols), n, benchKVHeads, benchHeadDim)
+		out := e.alloc(dtype.F32, n, benchDim)
+		e.loop(func() {
+			e.be.Attention(out, q, k, v, n, 0, benchHeads, benchKVHeads, benchHeadDim, 0.125)
+		})
+	})
+	b.Run("Softmax/vocab", func(b *testing.B) {
+		e := newBenchEnv(b, newBackend)
+		x := e.f32(randF32(e.rng, benchVocab, -10, 10), 1, benchVocab)
+		b.SetBytes(int64(8 * benchVocab))
+		// Softmax of a softmax stays finite, so repeating in place is fine.
+		e.loop(func() { e.be.Softmax(x, 1) })
+	})
+	b.Run("Argmax/vocab", func(b *testing.B) {
+		e := newBenchEnv(b, newBackend)
+		x := e.f32(randF32(e.rng, benchVocab, -10, 10), 1, benchVocab)
+		dst := e.alloc(dtype.I32, 1)
+		b.SetBytes(int64(4 * benchVocab))
+		e.loop(func() { e.be.Argmax(dst, x, 1) })
+	})
+}
+
+type benchEnv struct {
+	b   *testing.B
+	be  backend.Backend
+	rng *rand.Rand
+}
+
+func newBenchEnv(b *testing.B, newBackend func(b *testing.B) backend.Backend) *benchEnv {
+	be := newBackend(b)
+	b.Cleanup(func() { be.Close() })
+	return &benchEnv{b: b, be: be, rng: rand.New(rand.NewPCG(2, 3))}
+}
+
+func (e *benchEnv) rand(n int) []float32 { return randF32(e.rng, n, -1, 1) }
+
+func (e *benchEnv) alloc(dt dtype.Type, shape ...int) backend.Tensor {
+	t, err := e.be.Alloc(dt, shape...)
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	return t
+}
+
+func (e *benchEnv) f32(data []float32, shape ...int) backend.Tensor {
+	t := e.alloc(dtype.F32, shape...)
+	if err := e.be.WriteF32(t, 0, data); err != nil {
+		e.b.Fatal(err)
+	}
+	return t
+}
+
+func (e *benchEnv) weight(dt dtype.Type, data []byte, shape ...int) backend.Tensor {
+	t, err := e.be.Weight("bench", dt, shape, data)
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	return t
+}
+
+// loop runs op once untimed (first-use costs: scratch growth, kernel
+// compilation), then b.N times, waiting for queued work before stopping the
+// clock so that asynchronous backends are timed fairly.
+func (e *benchEnv) loop(op func()) {
+	op()
+	if err := e.be.Sync(); err != nil {
+		e.b.Fatal(err)
+	}
+	e.b.ReportAllocs()
+	e.b.ResetTimer()
+	for range e.b.N {
+		op()
+	}
+	if err := e.be.Sync(); err != nil {
+		e.b.Fatal(err)
+	}
+	e.b.StopTimer()
+}

@@ -1,0 +1,117 @@
+package backendtest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/dtype"
+)
+
+// testErrors gives each bad call a fresh backend and checks that it is
+// recorded as an error wrapping backend.ErrShape, without a panic, and that
+// the error stays (is sticky) through a later valid op.
+func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
+	// A small kit of well-formed tensors for the bad calls to misuse.
+	type kit struct {
+		x     backend.Tensor // F32 [3, 64]
+		y     backend.Tensor // F32 [3, 64]
+		wide  backend.Tensor // F32 [3, 96]
+		w     backend.Tensor // Q8_0 [5, 64]
+		norm  backend.Tensor // F32 [64]
+		ids   backend.Tensor // I32 [3]
+		cache backend.Tensor // F32 [8, 2, 16]
+		q     backend.Tensor // F32 [3, 64] = 4 heads of 16
+	}
+	cases := []struct {
+		name string
+		call func(be backend.Backend, k *kit)
+	}{
+		{"MatMul inner size", func(be backend.Backend, k *kit) { be.MatMulTransposed(k.x, k.wide, k.w, 1) }},
+		{"MatMul dst cols", func(be backend.Backend, k *kit) { be.MatMulTransposed(k.x, k.x, k.w, 1) }},
+		{"MatMul n past rows", func(be backend.Backend, k *kit) {
+			d, _ := be.Alloc(dtype.F32, 3, 5)
+			be.MatMulTransposed(d, k.x, k.w, 4)
+		}},
+		{"MatMul x not F32", func(be backend.Backend, k *kit) {
+			d, _ := be.Alloc(dtype.F32, 3, 5)
+			xi, _ := be.Alloc(dtype.I32, 3, 64)
+			be.MatMulTransposed(d, xi, k.w, 1)
+		}},
+		{"Embedding dim", func(be backend.Backend, k *kit) { be.Embedding(k.wide, k.w, k.ids, 2) }},
+		{"Embedding ids not I32", func(be backend.Backend, k *kit) { be.Embedding(k.x, k.w, k.y, 2) }},
+		{"RMSNorm weight size", func(be backend.Backend, k *kit) { be.RMSNorm(k.wide, k.wide, k.norm, 1, 1e-5) }},
+		{"RMSNorm negative n", func(be backend.Backend, k *kit) { be.RMSNorm(k.x, k.x, k.norm, -1, 1e-5) }},
+		{"RoPE odd dims", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, 0, backend.Rope{Dims: 7, Theta: 1e4}) }},
+		{"RoPE dims past head", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, 0, backend.Rope{Dims: 18, Theta: 1e4}) }},
+		{"RoPE heads", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 3, 16, 0, backend.Rope{Dims: 16, Theta: 1e4}) }},
+		{"RoPE freqs size", func(be backend.Backend, k *kit) {
+			be.RoPE(k.q, 1, 4, 16, 0, backend.Rope{Dims: 16, Theta: 1e4, Freqs: k.norm})
+		}},
+		{"SiLUMul cols", func(be backend.Backend, k *kit) { be.SiLUMul(k.x, k.wide, k.y, 1) }},
+		{"Add cols", func(be backend.Backend, k *kit) { be.Add(k.x, k.x, k.wide, 1) }},
+		{"Add n past rows", func(be backend.Backend, k *kit) { be.Add(k.x, k.x, k.y, 4) }},
+		{"Copy cols", func(be backend.Backend, k *kit) { be.Copy(k.x, k.wide, 1) }},
+		{"Copy type", func(be backend.Backend, k *kit) { be.Copy(k.ids, k.x, 1) }},
+		{"CopySlice past end", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 250, k.x, 0, 10) }},
+		{"CopySlice source past end", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 0, k.x, 190, 10) }},
+		{"CopySlice type", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 0, k.ids, 0, 1) }},
+		{"AttentionGen heads not multiple of kv heads", func(be backend.Backend, k *kit) {
+			be.AttentionGen(k.y, k.q, k.cache, k.cache, 2, 3, 2, 16, 0.25)
+		}},
+		{"AttentionGen kvLen past cache", func(be backend.Backend, k *kit) {
+			be.AttentionGen(k.y, k.q, k.cache, k.cache, 9, 4, 2, 16, 0.25)
+		}},
+		{"AttentionGen head size", func(be backend.Backend, k *kit) {
+			be.AttentionGen(k.y, k.q, k.cache, k.cache, 2, 4, 2, 8, 0.25)
+		}},
+		{"Attention past cache", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 3, 6, 4, 2, 16, 0.25)
+		}},
+		{"Softmax I32", func(be backend.Backend, k *kit) { be.Softmax(k.ids, 1) }},
+		{"Argmax dst not I32", func(be backend.Backend, k *kit) { be.Argmax(k.y, k.x, 1) }},
+		{"Argmax dst too small", func(be backend.Backend, k *kit) {
+			d, _ := be.Alloc(dtype.I32, 2)
+			be.Argmax(d, k.x, 3)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, newBackend)
+			k := &kit{
+				x:     h.f32(h.rand(3*64), 3, 64),
+				y:     h.f32(h.rand(3*64), 3, 64),
+				wide:  h.f32(h.rand(3*96), 3, 96),
+				w:     h.weight("w", dtype.Q8_0, RandomWeight(t, h.rng, dtype.Q8_0, 5, 64), 5, 64),
+				norm:  h.weight("norm", dtype.F32, f32Bytes(h.rand(64)), 64),
+				ids:   h.i32([]int32{0, 1, 2}, 3),
+				cache: h.f32(h.rand(8*2*16), 8, 2, 16),
+				q:     h.f32(h.rand(3*64), 3, 64),
+			}
+			h.sync()
+			tc.call(h.be, k)
+			err := h.be.Err()
+			if !errors.Is(err, backend.ErrShape) {
+				t.Fatalf("Err() = %v, want an error wrapping backend.ErrShape", err)
+			}
+			// Sticky: a valid op afterwards neither clears nor replaces it.
+			h.be.Add(k.y, k.x, k.x, 1)
+			if err2 := h.be.Sync(); err2 == nil || err2.Error() != err.Error() {
+				t.Errorf("after a valid op, Sync() = %v, want the first error %v", err2, err)
+			}
+		})
+	}
+
+	t.Run("Weight size", func(t *testing.T) {
+		h := newHarness(t, newBackend)
+		if _, err := h.be.Weight("w", dtype.Q4_0, []int{4, 64}, make([]byte, 4*2*dtype.BlockBytesQ4_0-1)); err == nil {
+			t.Error("Weight with a byte short: no error")
+		}
+		if _, err := h.be.Weight("w", dtype.Q4_0, []int{4, 48}, make([]byte, 4*48)); err == nil {
+			t.Error("Weight with a partial block: no error")
+		}
+		if _, err := h.be.Alloc(dtype.F32, 3, -1); err == nil {
+			t.Error("Alloc with a negative dimension: no error")
+		}
+	})
+}

@@ -1,0 +1,227 @@
+package backendtest
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/glint-llm/glint/dtype"
+)
+
+// The naive references: plain float64 loops over dequantised weights, written
+// for obviousness rather than speed. Each returns the expected values and,
+// where rounding depends on magnitudes, the scale a tolerance is relative to.
+
+// RandomWeight returns rows×cols random elements stored as dt. Plain types
+// hold uniform values in [-1, 1]. Quantised blocks get random quant bytes
+// (every bit pattern is a valid quant) and a small finite f16 scale, so no
+// block decodes to NaN or Inf and products stay in a sane range.
+func RandomWeight(tb testing.TB, rng *rand.Rand, dt dtype.Type, rows, cols int) []byte {
+	tb.Helper()
+	size, err := dt.Bytes(rows, cols)
+	if err != nil {
+		tb.Fatalf("backendtest: RandomWeight: %v", err)
+	}
+	out := make([]byte, size)
+	switch dt {
+	case dtype.F32:
+		for i := 0; i < size; i += 4 {
+			binary.LittleEndian.PutUint32(out[i:], math.Float32bits(2*rng.Float32()-1))
+		}
+		return out
+	case dtype.F16:
+		for i := 0; i < size; i += 2 {
+			binary.LittleEndian.PutUint16(out[i:], dtype.F32ToF16(2*rng.Float32()-1))
+		}
+		return out
+	case dtype.BF16:
+		for i := 0; i < size; i += 2 {
+			binary.LittleEndian.PutUint16(out[i:], dtype.F32ToBF16(2*rng.Float32()-1))
+		}
+		return out
+	}
+	i := 0
+	for ; i+8 <= size; i += 8 {
+		binary.LittleEndian.PutUint64(out[i:], rng.Uint64())
+	}
+	for ; i < size; i++ {
+		out[i] = byte(rng.Uint32())
+	}
+	// Scales are normal (not subnormal) f16 values chosen so that a
+	// dequantised element is O(0.1)–O(1): Q8_0 quants reach ±128, Q4_0 ±8,
+	// Q6_K ±32 times an int8 sub-scale.
+	var at, step int
+	var smin, smax float32
+	switch dt {
+	case dtype.Q8_0:
+		at, step, smin, smax = 0, dtype.BlockBytesQ8_0, 1e-4, 1e-3
+	case dtype.Q4_0:
+		at, step, smin, smax = 0, dtype.BlockBytesQ4_0, 2e-3, 2e-2
+	case dtype.Q6_K:
+		at, step, smin, smax = 208, dtype.BlockBytesQ6_K, 7e-5, 3e-4
+	default:
+		tb.Fatalf("backendtest: RandomWeight: unsupported type %v", dt)
+	}
+	for b := 0; b < size; b += step {
+		s := smin + (smax-smin)*rng.Float32()
+		if rng.IntN(2) == 0 {
+			s = -s
+		}
+		binary.LittleEndian.PutUint16(out[b+at:], dtype.F32ToF16(s))
+	}
+	return out
+}
+
+// dequantize expands a [rows, cols] tensor stored as dt with the dtype
+// reference conversion.
+func dequantize(tb testing.TB, dt dtype.Type, data []byte, rows, cols int) []float32 {
+	tb.Helper()
+	rb, err := dt.RowBytes(cols)
+	if err != nil {
+		tb.Fatalf("backendtest: dequantize: %v", err)
+	}
+	out := make([]float32, rows*cols)
+	for r := range rows {
+		dtype.DequantizeRow(dt, out[r*cols:(r+1)*cols], data[r*rb:(r+1)*rb])
+	}
+	return out
+}
+
+// randF32 returns n values uniform in [lo, hi).
+func randF32(rng *rand.Rand, n int, lo, hi float32) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = lo + (hi-lo)*rng.Float32()
+	}
+	return out
+}
+
+// refMatMul returns x·wᵀ for the first n rows and, per output, Σ|x·w|: the
+// magnitude that bounds the rounding of any summation order.
+func refMatMul(x, w []float32, n, k, m int) (want, mag []float64) {
+	want, mag = make([]float64, n*m), make([]float64, n*m)
+	for i := range n {
+		for o := range m {
+			var s, a float64
+			for j := range k {
+				p := float64(x[i*k+j]) * float64(w[o*k+j])
+				s += p
+				a += math.Abs(p)
+			}
+			want[i*m+o], mag[i*m+o] = s, a
+		}
+	}
+	return want, mag
+}
+
+func refRMSNorm(x, w []float32, n, cols int, eps float32) []float64 {
+	out := make([]float64, n*cols)
+	for i := range n {
+		var ss float64
+		for j := range cols {
+			ss += float64(x[i*cols+j]) * float64(x[i*cols+j])
+		}
+		r := 1 / math.Sqrt(ss/float64(cols)+float64(eps))
+		for j := range cols {
+			out[i*cols+j] = float64(x[i*cols+j]) * r * float64(w[j])
+		}
+	}
+	return out
+}
+
+// refRoPE rotates a copy of x as llama.cpp defines it: pair i turns by
+// pos·theta^(-2i/dims)/freqs[i]; NeoX pairs (i, i+dims/2), otherwise (2i, 2i+1).
+func refRoPE(x []float32, n, heads, headDim, pos0, dims int, theta float64, freqs []float32, neox bool) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	for t := range n {
+		pos := float64(pos0 + t)
+		for h := range heads {
+			base := t*heads*headDim + h*headDim
+			for i := range dims / 2 {
+				f := math.Pow(theta, -2*float64(i)/float64(dims))
+				if freqs != nil {
+					f /= float64(freqs[i])
+				}
+				a, b := base+2*i, base+2*i+1
+				if neox {
+					a, b = base+i, base+i+dims/2
+				}
+				s, c := math.Sincos(pos * f)
+				x0, x1 := out[a], out[b]
+				out[a], out[b] = x0*c-x1*s, x0*s+x1*c
+			}
+		}
+	}
+	return out
+}
+
+func refSiLUMul(g, u []float32) []float64 {
+	out := make([]float64, len(g))
+	for i := range g {
+		x := float64(g[i])
+		out[i] = x / (1 + math.Exp(-x)) * float64(u[i])
+	}
+	return out
+}
+
+func refSoftmax(x []float32, n, cols int) []float64 {
+	out := make([]float64, n*cols)
+	for i := range n {
+		row := x[i*cols : (i+1)*cols]
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		var sum float64
+		for j, v := range row {
+			out[i*cols+j] = math.Exp(float64(v) - mx)
+			sum += out[i*cols+j]
+		}
+		for j := range row {
+			out[i*cols+j] /= sum
+		}
+	}
+	return out
+}
+
+// refAttention computes rows of attention where row i (query q[i]) sees the
+// first visible(i) cache positions; caches are [maxSeq, kvHeads, headDim].
+// mag is Σ_j p_j·|v_j,d|, the scale of the weighted sum's rounding.
+func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale float32, visible func(i int) int) (want, mag []float64) {
+	cols, kvCols := heads*headDim, kvHeads*headDim
+	want, mag = make([]float64, n*cols), make([]float64, n*cols)
+	for i := range n {
+		L := visible(i)
+		for h := range heads {
+			kh := h / (heads / kvHeads)
+			s := make([]float64, L)
+			mx := math.Inf(-1)
+			for j := range L {
+				var d float64
+				for c := range headDim {
+					d += float64(q[i*cols+h*headDim+c]) * float64(k[j*kvCols+kh*headDim+c])
+				}
+				s[j] = d * float64(scale)
+				mx = math.Max(mx, s[j])
+			}
+			var sum float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - mx)
+				sum += s[j]
+			}
+			for j := range s {
+				p := s[j] / sum
+				for c := range headDim {
+					vv := float64(v[j*kvCols+kh*headDim+c])
+					want[i*cols+h*headDim+c] += p * vv
+					mag[i*cols+h*headDim+c] += p * math.Abs(vv)
+				}
+			}
+		}
+	}
+	return want, mag
+}

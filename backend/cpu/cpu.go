@@ -1,0 +1,196 @@
+// Package cpu is glint's host backend: every backend op in pure Go, run on a
+// persistent pool of worker goroutines. It is the backend every other one is
+// compared with in practice, so it favours accuracy first (float64 where a
+// reduction is cheap, weights never re-rounded) and speed second: weights stay
+// in their stored type and are dequantised block by block inside the dot
+// kernels (kernels.go), which a later SIMD pass can replace one by one.
+//
+// A Backend is not safe for concurrent use: one goroutine issues ops, and the
+// backend spreads each op over its threads. Steady-state ops allocate nothing.
+package cpu
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/dtype"
+)
+
+// Backend is the CPU implementation of backend.Backend.
+type Backend struct {
+	threads int
+	device  string
+	pool    pool
+	err     error
+	closed  bool
+
+	// Per-thread scratch, grown on demand and then reused, so that ops stay
+	// allocation-free once the largest shapes have been seen.
+	scratch []scratch
+	// ropeCS holds cos/sin of one token's rotation angles.
+	ropeCS []float64
+}
+
+// scratch is one thread's working memory.
+type scratch struct {
+	scores []float32
+	// pad keeps neighbouring threads' headers on different cache lines.
+	_ [40]byte
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New starts a backend with the given number of threads (threads <= 0 means
+// runtime.NumCPU()). The calling goroutine is one of them: threads-1 worker
+// goroutines are started here and live until Close.
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	b := &Backend{
+		threads: threads,
+		device:  fmt.Sprintf("%s, %d threads", cpuModel(), threads),
+		scratch: make([]scratch, threads),
+	}
+	b.pool.start(b, threads)
+	return b
+}
+
+// Threads is the number of threads ops run on.
+func (b *Backend) Threads() int { return b.threads }
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "cpu" }
+
+// Device implements backend.Backend: the CPU model and the thread count.
+func (b *Backend) Device() string { return b.device }
+
+// Sync implements backend.Backend. CPU ops are synchronous, so it only
+// reports the sticky error.
+func (b *Backend) Sync() error { return b.err }
+
+// Err implements backend.Backend.
+func (b *Backend) Err() error { return b.err }
+
+// Close stops the worker goroutines. Tensors become unusable; their memory
+// is the garbage collector's (weights belong to the caller). Closing twice is
+// harmless.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.pool.stop()
+	return nil
+}
+
+// fail records err as the backend's error unless one is already recorded.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// ok reports whether an op may run; after a failure every op is a no-op.
+func (b *Backend) ok(op string) bool {
+	if b.err != nil {
+		return false
+	}
+	if b.closed {
+		b.err = fmt.Errorf("cpu: %s: %w", op, errClosed)
+		return false
+	}
+	return true
+}
+
+var (
+	errClosed  = errors.New("backend closed")
+	errFreed   = errors.New("tensor freed")
+	errForeign = errors.New("tensor belongs to another backend")
+)
+
+// tensor resolves an op argument to one of this backend's live tensors of
+// type dt, recording an error naming the op and argument otherwise.
+func (b *Backend) tensor(op, arg string, t backend.Tensor, dt dtype.Type) *Tensor {
+	ct, err := b.own(op, arg, t)
+	if err != nil {
+		b.fail(err)
+		return nil
+	}
+	if ct.dt != dt {
+		b.fail(backend.ShapeError("cpu: "+op, "%s is %v, want %v", arg, ct.dt, dt))
+		return nil
+	}
+	return ct
+}
+
+// own checks that t is a live tensor of this backend.
+func (b *Backend) own(op, arg string, t backend.Tensor) (*Tensor, error) {
+	ct, ok := t.(*Tensor)
+	if !ok || ct == nil {
+		if t == nil || ok {
+			return nil, backend.ShapeError("cpu: "+op, "%s is nil", arg)
+		}
+		return nil, fmt.Errorf("cpu: %s: %s: %w (%T)", op, arg, errForeign, t)
+	}
+	if ct.b != b {
+		return nil, fmt.Errorf("cpu: %s: %s: %w", op, arg, errForeign)
+	}
+	if ct.freed {
+		return nil, fmt.Errorf("cpu: %s: %s %q: %w", op, arg, ct.name, errFreed)
+	}
+	return ct, nil
+}
+
+// writable records an error when dst is a weight: weights usually live in
+// read-only mmap'd memory.
+func (b *Backend) writable(op, arg string, t *Tensor) bool {
+	if t.weight {
+		b.fail(fmt.Errorf("cpu: %s: %s is the read-only weight %q", op, arg, t.name))
+		return false
+	}
+	return true
+}
+
+// checkN records an error unless 0 <= n <= rows of every tensor given.
+func (b *Backend) checkN(op string, n int, ts ...*Tensor) bool {
+	if n < 0 {
+		b.fail(backend.ShapeError("cpu: "+op, "n = %d is negative", n))
+		return false
+	}
+	for _, t := range ts {
+		if r := backend.Rows(t); n > r {
+			b.fail(backend.ShapeError("cpu: "+op, "n = %d exceeds the %d rows of %v tensor %v", n, r, t.dt, t.shape))
+			return false
+		}
+	}
+	return true
+}
+
+// cpuModel reads the processor name the way lscpu does, falling back to the
+// architecture when /proc/cpuinfo is unavailable.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, found := strings.Cut(sc.Text(), ":")
+			if !found {
+				continue
+			}
+			switch strings.TrimSpace(k) {
+			case "model name", "Processor", "cpu model":
+				if v = strings.TrimSpace(v); v != "" {
+					return v
+				}
+			}
+		}
+	}
+	return runtime.GOARCH + " CPU"
+}

@@ -1,0 +1,157 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/backendtest"
+	"github.com/glint-llm/glint/dtype"
+)
+
+func TestConformance(t *testing.T) {
+	for _, threads := range []int{1, 3} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			backendtest.Run(t, func(t *testing.T) backend.Backend { return New(threads) })
+		})
+	}
+}
+
+// TestF16Table checks every half-precision bit pattern against the dtype
+// reference conversion (NaNs compared as NaN).
+func TestF16Table(t *testing.T) {
+	for i := range 1 << 16 {
+		got, want := f16Table[i], dtype.F16ToF32(uint16(i))
+		if math.Float32bits(got) != math.Float32bits(want) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+			t.Fatalf("f16Table[%#04x] = %g, want %g", i, got, want)
+		}
+	}
+}
+
+// TestDotKernels compares each row kernel with a float64 dot product over the
+// dtype reference dequantisation, and dequant with DequantizeRow bit for bit.
+func TestDotKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, dt := range backendtest.WeightTypes {
+		for _, blocks := range []int{1, 3} {
+			k := blocks * max(dt.BlockSize(), 37)
+			if dt.Quantized() {
+				k = blocks * dt.BlockSize()
+			}
+			raw := backendtest.RandomWeight(t, rng, dt, 1, k)
+			ref := make([]float32, k)
+			dtype.DequantizeRow(dt, ref, raw)
+			got := make([]float32, k)
+			dequant(dt, got, raw)
+			for i := range ref {
+				if got[i] != ref[i] {
+					t.Fatalf("%v dequant[%d] = %g, want %g", dt, i, got[i], ref[i])
+				}
+			}
+			x := make([]float32, k)
+			for i := range x {
+				x[i] = 2*rng.Float32() - 1
+			}
+			var want, mag float64
+			for i := range x {
+				want += float64(x[i]) * float64(ref[i])
+				mag += math.Abs(float64(x[i]) * float64(ref[i]))
+			}
+			var wf []float32
+			if dt == dtype.F32 {
+				wf = ref
+			}
+			if d := dot(dt, x, raw, wf); math.Abs(float64(d)-want) > 1e-6*mag {
+				t.Errorf("%v k=%d: dot = %g, want %g (Σ|x·w| %g)", dt, k, d, want, mag)
+			}
+		}
+	}
+}
+
+// TestWeightNoCopy checks that a weight references the caller's bytes, and
+// that a misaligned F32 weight is still read correctly.
+func TestWeightNoCopy(t *testing.T) {
+	b := New(1)
+	defer b.Close()
+	data := make([]byte, 4*dtype.BlockBytesQ8_0)
+	w, err := b.Weight("w", dtype.Q8_0, []int{2, 64}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &w.(*Tensor).data[0] != &data[0] {
+		t.Error("Q8_0 weight copied its data")
+	}
+	buf := make([]byte, 4*3+1)
+	vals := []float32{1.5, -2, 3.25}
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(buf[1+4*i:], math.Float32bits(v))
+	}
+	wf, err := b.Weight("f", dtype.F32, []int{3}, buf[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if got := wf.(*Tensor).f32[i]; got != v {
+			t.Errorf("misaligned F32 weight[%d] = %g, want %g", i, got, v)
+		}
+	}
+}
+
+// TestSticky checks the CPU-specific promise beyond the suite: after a
+// failure, ops do nothing at all.
+func TestSticky(t *testing.T) {
+	b := New(2)
+	defer b.Close()
+	x, _ := b.Alloc(dtype.F32, 2, 4)
+	y, _ := b.Alloc(dtype.F32, 2, 5)
+	if err := b.WriteF32(x, 0, []float32{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
+		t.Fatal(err)
+	}
+	b.Add(x, x, y, 1)
+	if !errors.Is(b.Err(), backend.ErrShape) {
+		t.Fatalf("Err() = %v, want ErrShape", b.Err())
+	}
+	b.Add(x, x, x, 2)
+	got := make([]float32, 8)
+	if err := b.ReadF32(x, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 1 || got[7] != 8 {
+		t.Errorf("op after failure changed data: %v", got)
+	}
+}
+
+func TestForeignAndFreed(t *testing.T) {
+	a, b := New(1), New(1)
+	defer a.Close()
+	defer b.Close()
+	x, _ := a.Alloc(dtype.F32, 4)
+	y, _ := b.Alloc(dtype.F32, 4)
+	a.Add(x, x, y, 1)
+	if !errors.Is(a.Err(), errForeign) {
+		t.Errorf("foreign tensor: Err() = %v", a.Err())
+	}
+	c := New(1)
+	defer c.Close()
+	z, _ := c.Alloc(dtype.F32, 4)
+	c.Free(z)
+	c.Softmax(z, 1)
+	if !errors.Is(c.Err(), errFreed) {
+		t.Errorf("freed tensor: Err() = %v", c.Err())
+	}
+	if err := c.WriteF32(z, 0, []float32{1}); !errors.Is(err, errFreed) {
+		t.Errorf("WriteF32 to freed tensor: %v", err)
+	}
+}
+
+func TestDevice(t *testing.T) {
+	b := New(0)
+	defer b.Close()
+	if b.Name() != "cpu" || b.Threads() < 1 || b.Device() == "" {
+		t.Errorf("Name %q Threads %d Device %q", b.Name(), b.Threads(), b.Device())
+	}
+}

@@ -1,0 +1,334 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/dtype"
+)
+
+// minElemsPerTask keeps elementwise work on one thread when waking others
+// would cost more than it saves.
+const minElemsPerTask = 2048
+
+// Embedding implements backend.Backend.
+func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
+	const op = "Embedding"
+	if !b.ok(op) {
+		return
+	}
+	d := b.tensor(op, "dst", dst, dtype.F32)
+	it := b.tensor(op, "ids", ids, dtype.I32)
+	tt, err := b.own(op, "table", table)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	if d == nil || it == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d) {
+		return
+	}
+	dim, vocab := backend.Cols(tt), backend.Rows(tt)
+	if tt.dt == dtype.I32 || backend.Cols(d) != dim || len(it.i32) < n {
+		b.fail(backend.ShapeError("cpu: "+op, "table %q %v %v, dst %v, %d ids for n = %d", tt.name, tt.dt, tt.shape, d.shape, len(it.i32), n))
+		return
+	}
+	rowBytes, _ := tt.dt.RowBytes(dim)
+	for i, id := range it.i32[:n] {
+		if id < 0 || int(id) >= vocab {
+			b.fail(fmt.Errorf("cpu: %s: id %d at row %d is outside the vocabulary of %d", op, id, i, vocab))
+			return
+		}
+		dequant(tt.dt, d.f32[i*dim:(i+1)*dim], tt.data[int(id)*rowBytes:(int(id)+1)*rowBytes])
+	}
+}
+
+// RMSNorm implements backend.Backend. The sum of squares is accumulated in
+// float64: it is cheap next to the matmuls and removes the one reduction
+// whose rounding grows with the row length.
+func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
+	const op = "RMSNorm"
+	if !b.ok(op) {
+		return
+	}
+	d := b.tensor(op, "dst", dst, dtype.F32)
+	xt := b.tensor(op, "x", x, dtype.F32)
+	wt := b.tensor(op, "w", w, dtype.F32)
+	if d == nil || xt == nil || wt == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, xt) {
+		return
+	}
+	cols := backend.Cols(xt)
+	if backend.Cols(d) != cols || len(wt.f32) != cols {
+		b.fail(backend.ShapeError("cpu: "+op, "x %v, w %v, dst %v", xt.shape, wt.shape, d.shape))
+		return
+	}
+	if n == 0 {
+		return
+	}
+	t := &b.pool.task
+	*t = task{kind: kRMSNorm, total: n, grain: max(1, minElemsPerTask/cols), dst: d.f32, x: xt.f32, y: wt.f32, k: cols, eps: eps}
+	b.pool.run()
+}
+
+func rmsNormRows(t *task, lo, hi int) {
+	k := t.k
+	w := t.y[:k]
+	for i := lo; i < hi; i++ {
+		x, y := t.x[i*k:(i+1)*k], t.dst[i*k:(i+1)*k]
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		s := float32(1 / math.Sqrt(ss/float64(k)+float64(t.eps)))
+		for j, v := range x {
+			y[j] = v * s * w[j]
+		}
+	}
+}
+
+// RoPE implements backend.Backend. Angles are computed in float64 so that
+// positions in the thousands keep full float32 accuracy in cos and sin.
+func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.Rope) {
+	const op = "RoPE"
+	if !b.ok(op) {
+		return
+	}
+	xt := b.tensor(op, "x", x, dtype.F32)
+	if xt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) {
+		return
+	}
+	if heads <= 0 || headDim <= 0 || backend.Cols(xt) != heads*headDim || pos0 < 0 ||
+		r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || !(r.Theta > 0) {
+		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, pos0 %d, rope dims %d theta %g",
+			xt.shape, heads, headDim, pos0, r.Dims, r.Theta))
+		return
+	}
+	half := r.Dims / 2
+	var freqs []float32
+	if r.Freqs != nil {
+		ft := b.tensor(op, "Freqs", r.Freqs, dtype.F32)
+		if ft == nil {
+			return
+		}
+		if len(ft.f32) != half {
+			b.fail(backend.ShapeError("cpu: "+op, "Freqs %v, want [%d]", ft.shape, half))
+			return
+		}
+		freqs = ft.f32
+	}
+	if len(b.ropeCS) < 3*half {
+		b.ropeCS = make([]float64, 3*half)
+	}
+	inv, cs := b.ropeCS[:half], b.ropeCS[half:3*half]
+	for i := range inv {
+		inv[i] = math.Pow(float64(r.Theta), -2*float64(i)/float64(r.Dims))
+		if freqs != nil {
+			inv[i] /= float64(freqs[i])
+		}
+	}
+	cols := heads * headDim
+	for tok := range n {
+		pos := float64(pos0 + tok)
+		for i, f := range inv {
+			s, c := math.Sincos(pos * f)
+			cs[2*i], cs[2*i+1] = c, s
+		}
+		row := xt.f32[tok*cols : (tok+1)*cols]
+		for h := range heads {
+			v := row[h*headDim : h*headDim+r.Dims]
+			for i := range half {
+				// NeoX pairs element i with i+half; GGUF llama pairs 2i, 2i+1.
+				a, bi := 2*i, 2*i+1
+				if r.NeoX {
+					a, bi = i, i+half
+				}
+				c, s := cs[2*i], cs[2*i+1]
+				x0, x1 := float64(v[a]), float64(v[bi])
+				v[a] = float32(x0*c - x1*s)
+				v[bi] = float32(x0*s + x1*c)
+			}
+		}
+	}
+}
+
+// SiLUMul implements backend.Backend.
+func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
+	const op = "SiLUMul"
+	if !b.ok(op) {
+		return
+	}
+	d := b.tensor(op, "dst", dst, dtype.F32)
+	g := b.tensor(op, "gate", gate, dtype.F32)
+	u := b.tensor(op, "up", up, dtype.F32)
+	if d == nil || g == nil || u == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, g, u) {
+		return
+	}
+	cols := backend.Cols(d)
+	if backend.Cols(g) != cols || backend.Cols(u) != cols {
+		b.fail(backend.ShapeError("cpu: "+op, "dst %v, gate %v, up %v", d.shape, g.shape, u.shape))
+		return
+	}
+	if n == 0 {
+		return
+	}
+	t := &b.pool.task
+	total := n * cols
+	*t = task{kind: kSiLUMul, total: total, grain: max(minElemsPerTask, b.grainFor(total)), dst: d.f32, x: g.f32, y: u.f32}
+	b.pool.run()
+}
+
+func siluMulRange(t *task, lo, hi int) {
+	g, u, d := t.x[lo:hi], t.y[lo:hi], t.dst[lo:hi]
+	for i, v := range g {
+		s := float64(v) / (1 + math.Exp(-float64(v)))
+		d[i] = float32(s) * u[i]
+	}
+}
+
+// Add implements backend.Backend.
+func (b *Backend) Add(dst, a, bt backend.Tensor, n int) {
+	const op = "Add"
+	if !b.ok(op) {
+		return
+	}
+	d := b.tensor(op, "dst", dst, dtype.F32)
+	x := b.tensor(op, "a", a, dtype.F32)
+	y := b.tensor(op, "b", bt, dtype.F32)
+	if d == nil || x == nil || y == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, x, y) {
+		return
+	}
+	cols := backend.Cols(d)
+	if backend.Cols(x) != cols || backend.Cols(y) != cols {
+		b.fail(backend.ShapeError("cpu: "+op, "dst %v, a %v, b %v", d.shape, x.shape, y.shape))
+		return
+	}
+	m := n * cols
+	xs, ys, ds := x.f32[:m], y.f32[:m], d.f32[:m]
+	for i := range ds {
+		ds[i] = xs[i] + ys[i]
+	}
+}
+
+// Copy implements backend.Backend.
+func (b *Backend) Copy(dst, src backend.Tensor, n int) {
+	const op = "Copy"
+	if !b.ok(op) {
+		return
+	}
+	d, err := b.own(op, "dst", dst)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	s, err := b.own(op, "src", src)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	if !b.writable(op, "dst", d) || !b.checkN(op, n, d, s) {
+		return
+	}
+	if d.dt != s.dt || backend.Cols(d) != backend.Cols(s) {
+		b.fail(backend.ShapeError("cpu: "+op, "dst %v %v, src %v %v", d.dt, d.shape, s.dt, s.shape))
+		return
+	}
+	rowBytes, _ := d.dt.RowBytes(backend.Cols(d))
+	copy(d.data[:n*rowBytes], s.data)
+}
+
+// CopySlice implements backend.Backend.
+func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
+	const op = "CopySlice"
+	if !b.ok(op) {
+		return
+	}
+	d, err := b.own(op, "dst", dst)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	s, err := b.own(op, "src", src)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	if !b.writable(op, "dst", d) {
+		return
+	}
+	dn, sn := backend.Elems(d.shape), backend.Elems(s.shape)
+	if d.dt != s.dt || d.dt.Quantized() || count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff {
+		b.fail(backend.ShapeError("cpu: "+op, "%d elements from %v %v at %d to %v %v at %d", count, s.dt, s.shape, srcOff, d.dt, d.shape, dstOff))
+		return
+	}
+	es := d.dt.BlockBytes()
+	copy(d.data[dstOff*es:(dstOff+count)*es], s.data[srcOff*es:(srcOff+count)*es])
+}
+
+// Softmax implements backend.Backend: the row maximum is subtracted before
+// exponentiating so that large logits cannot overflow, and the sum is kept in
+// float64.
+func (b *Backend) Softmax(x backend.Tensor, n int) {
+	const op = "Softmax"
+	if !b.ok(op) {
+		return
+	}
+	xt := b.tensor(op, "x", x, dtype.F32)
+	if xt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) || n == 0 {
+		return
+	}
+	cols := backend.Cols(xt)
+	t := &b.pool.task
+	*t = task{kind: kSoftmax, total: n, grain: max(1, minElemsPerTask/cols), x: xt.f32, k: cols}
+	b.pool.run()
+}
+
+func softmaxRows(t *task, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		softmax(t.x[i*t.k : (i+1)*t.k])
+	}
+}
+
+func softmax(x []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range x {
+		e := math.Exp(float64(v) - float64(mx))
+		x[i] = float32(e)
+		sum += e
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// Argmax implements backend.Backend.
+func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
+	const op = "Argmax"
+	if !b.ok(op) {
+		return
+	}
+	d := b.tensor(op, "dst", dst, dtype.I32)
+	xt := b.tensor(op, "x", x, dtype.F32)
+	if d == nil || xt == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, xt) {
+		return
+	}
+	if len(d.i32) < n {
+		b.fail(backend.ShapeError("cpu: "+op, "dst %v holds fewer than n = %d indices", d.shape, n))
+		return
+	}
+	cols := backend.Cols(xt)
+	for i := range n {
+		row := xt.f32[i*cols : (i+1)*cols]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		d.i32[i] = int32(best)
+	}
+}

@@ -1,0 +1,370 @@
+// Package opencl is glint's GPU backend: backend.Backend on any OpenCL 1.2
+// device (NVIDIA, AMD, Intel, Apple, or PoCL on a CPU). Weights stay in their
+// stored type in device memory and are dequantised inside the kernels
+// (package kernels); activations, the KV cache and the workspace are F32
+// device buffers allocated once. Ops are queued asynchronously; only the
+// Read calls, Sync and Close wait.
+//
+// A Backend is not safe for concurrent use. Its kernels need no OpenCL
+// extension; the program is built once per device per process.
+package opencl
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/opencl/cl"
+	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/kernels"
+)
+
+// Options selects the device.
+type Options struct {
+	// Device is "" for the first GPU (else the first device), a number for
+	// an index in Devices' order, or else a case-insensitive substring of
+	// the device name.
+	Device string
+}
+
+// Stats counts host↔device traffic and kernel launches.
+type Stats struct {
+	ToDevice, FromDevice int64 // bytes
+	Launches             int64
+}
+
+// KernelTime is one kernel's accumulated device time while profiling.
+type KernelTime struct {
+	Name  string
+	Calls int64
+	Total time.Duration
+}
+
+// compiled is a device's context and program, shared by every Backend on
+// that device so that the program is built once per process.
+type compiled struct {
+	ctx  cl.Context
+	prog cl.Program
+	err  error
+}
+
+var programs struct {
+	sync.Mutex
+	m map[cl.Device]*compiled
+}
+
+func compile(d cl.Device) (*compiled, error) {
+	programs.Lock()
+	defer programs.Unlock()
+	if c, ok := programs.m[d]; ok {
+		return c, c.err
+	}
+	if programs.m == nil {
+		programs.m = map[cl.Device]*compiled{}
+	}
+	c := &compiled{}
+	c.ctx, c.err = cl.NewContext(d)
+	if c.err == nil {
+		c.prog, c.err = buildProgram(c.ctx, d, kernels.Source())
+	}
+	programs.m[d] = c
+	return c, c.err
+}
+
+// buildOptions keep IEEE semantics (no fast-math) so that results follow
+// the CPU backend's to rounding.
+const buildOptions = "-cl-std=CL1.2"
+
+func buildProgram(ctx cl.Context, d cl.Device, src string) (cl.Program, error) {
+	p, err := ctx.Build(d, src, buildOptions)
+	if err != nil {
+		return cl.Program{}, err
+	}
+	return p, nil
+}
+
+// kern is a kernel with the work-group size used to launch it.
+type kern struct {
+	k    cl.Kernel
+	name string
+	wg   int
+}
+
+// weightKernels are the per-type kernels of a weight format.
+type weightKernels struct {
+	mv, mm, embedding *kern
+}
+
+// Backend runs ops on one OpenCL device.
+type Backend struct {
+	info DeviceInfo
+	dev  cl.Device
+	ctx  cl.Context
+	q    *cl.Queue
+
+	byType                                           map[dtype.Type]weightKernels
+	rmsNorm, softmax, argmax, siluMul, add, copyKern *kern
+	rope, attention                                  *kern
+	kernels                                          []*kern
+
+	// status is the kernels' bad-input report (see common.cl); checked by
+	// Sync when an Embedding ran since the last check.
+	status      cl.Mem
+	checkStatus bool
+
+	tensors map[*tensor]struct{}
+	used    int64
+	err     error
+	closed  bool
+
+	ropeTables map[ropeKey]cl.Mem
+
+	profiling bool
+	pending   []pendingEvent
+	profile   map[string]*KernelTime
+}
+
+type pendingEvent struct {
+	name string
+	ev   cl.Event
+}
+
+// groupSize is the work-group size of every launch: a power of two (the
+// reductions need one) that every current GPU runs well.
+const groupSize = 64
+
+// attChunk must match ATT_CHUNK in attention.cl.
+const attChunk = 256
+
+var weightTypes = []struct {
+	dt     dtype.Type
+	suffix string
+}{
+	{dtype.F32, "f32"}, {dtype.F16, "f16"}, {dtype.BF16, "bf16"},
+	{dtype.Q8_0, "q8_0"}, {dtype.Q4_0, "q4_0"}, {dtype.Q6_K, "q6_k"},
+}
+
+// New opens the selected device and builds (or reuses) the kernel program.
+func New(opts Options) (*Backend, error) {
+	ds, err := devices()
+	if err != nil {
+		return nil, err
+	}
+	d, err := pick(ds, opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	c, err := compile(d.dev)
+	if err != nil {
+		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
+	}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}}
+	if err := b.init(c.prog); err != nil {
+		b.release()
+		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
+	}
+	return b, nil
+}
+
+func (b *Backend) init(prog cl.Program) error {
+	var err error
+	if b.q, err = b.ctx.NewQueue(b.dev); err != nil {
+		return err
+	}
+	mk := func(name string) *kern {
+		if err != nil {
+			return nil
+		}
+		var k cl.Kernel
+		if k, err = prog.Kernel(name); err != nil {
+			return nil
+		}
+		kk := &kern{k: k, name: name, wg: groupSize}
+		b.kernels = append(b.kernels, kk)
+		var max int
+		if max, err = k.MaxWorkGroup(b.dev); err != nil {
+			return nil
+		}
+		for kk.wg > max {
+			kk.wg /= 2
+		}
+		return kk
+	}
+	for _, wt := range weightTypes {
+		b.byType[wt.dt] = weightKernels{mk("mv_" + wt.suffix), mk("mm_" + wt.suffix), mk("embedding_" + wt.suffix)}
+	}
+	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
+	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
+	b.rope, b.attention = mk("rope"), mk("attention")
+	if err != nil {
+		return err
+	}
+	if b.status, err = b.ctx.NewBuffer(8); err != nil {
+		return err
+	}
+	if err = b.q.Zero(b.status, 8); err != nil {
+		return err
+	}
+	return b.q.Finish()
+}
+
+// Name is "opencl".
+func (b *Backend) Name() string { return "opencl" }
+
+// Device is the device's name.
+func (b *Backend) Device() string { return b.info.Name }
+
+// Info describes the device in use.
+func (b *Backend) Info() DeviceInfo { return b.info }
+
+// Stats returns the traffic and launches since New or ResetStats.
+func (b *Backend) Stats() Stats {
+	to, from, l := b.q.Counters()
+	return Stats{ToDevice: to, FromDevice: from, Launches: l}
+}
+
+// ResetStats zeroes Stats and the kernel profile.
+func (b *Backend) ResetStats() {
+	b.q.ResetCounters()
+	b.profile = nil
+}
+
+// SetProfiling turns per-kernel timing on or off. While on, every launch
+// carries an event whose device time Sync adds to Profile; it costs a little
+// host time per launch.
+func (b *Backend) SetProfiling(on bool) {
+	if !on {
+		b.collect()
+	}
+	b.profiling = on
+}
+
+// Profile returns the accumulated device time per kernel, largest first,
+// after waiting for queued work.
+func (b *Backend) Profile() []KernelTime {
+	b.collect()
+	out := make([]KernelTime, 0, len(b.profile))
+	for _, kt := range b.profile {
+		out = append(out, *kt)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// collect waits for the queue and folds pending events into the profile.
+func (b *Backend) collect() {
+	if len(b.pending) == 0 {
+		return
+	}
+	if err := b.q.Finish(); err != nil {
+		b.fail(err)
+	}
+	if b.profile == nil {
+		b.profile = map[string]*KernelTime{}
+	}
+	for _, p := range b.pending {
+		start, end, err := p.ev.Times()
+		p.ev.Release()
+		if err != nil {
+			b.fail(fmt.Errorf("%s: %w", p.name, err))
+			continue
+		}
+		kt := b.profile[p.name]
+		if kt == nil {
+			kt = &KernelTime{Name: p.name}
+			b.profile[p.name] = kt
+		}
+		kt.Calls++
+		kt.Total += time.Duration(end - start)
+	}
+	b.pending = b.pending[:0]
+}
+
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// Err returns the first recorded error without waiting.
+func (b *Backend) Err() error { return b.err }
+
+// Sync waits for queued work and returns the first error. Token ids out of
+// range in Embedding are found on the device and surface here.
+func (b *Backend) Sync() error {
+	if b.closed {
+		return b.closedErr()
+	}
+	if err := b.q.Finish(); err != nil {
+		b.fail(err)
+	}
+	b.collect()
+	if b.checkStatus && b.err == nil {
+		b.checkStatus = false
+		var st [2]int32
+		if err := b.q.Read(b.status, 0, 8, ptr(st[:])); err != nil {
+			b.fail(err)
+		} else if st[0] != 0 {
+			b.fail(fmt.Errorf("opencl: Embedding: token id %d out of range", st[1]))
+		}
+	}
+	return b.err
+}
+
+func (b *Backend) closedErr() error {
+	if b.err != nil {
+		return b.err
+	}
+	return errors.New("opencl: backend is closed")
+}
+
+// Close waits for queued work and releases every tensor and the queue; the
+// device's program stays built for the next Backend. It returns an error
+// only when the device failed in work not yet synced: an op's recorded error
+// was already reported by Err and Sync.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	var err error
+	if b.err == nil {
+		err = b.Sync()
+	}
+	b.release()
+	b.closed = true
+	return err
+}
+
+func (b *Backend) release() {
+	for _, p := range b.pending {
+		p.ev.Release()
+	}
+	b.pending = nil
+	for t := range b.tensors {
+		t.mem.Release()
+		t.freed = true
+	}
+	b.tensors = nil
+	for _, k := range b.kernels {
+		k.k.Release()
+	}
+	b.kernels = nil
+	b.status.Release()
+	for _, m := range b.ropeTables {
+		m.Release()
+	}
+	b.ropeTables = nil
+	if b.q != nil {
+		b.q.Release()
+	}
+}
+
+var _ backend.Backend = (*Backend)(nil)

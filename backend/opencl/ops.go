@@ -1,0 +1,528 @@
+package opencl
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/opencl/cl"
+	"github.com/glint-llm/glint/dtype"
+)
+
+// Every op validates its arguments, records the first problem (sticky, see
+// package backend) and otherwise queues one kernel. Nothing here allocates
+// on the success path: error values are built only on failure.
+
+func (b *Backend) begin(op string) bool {
+	if b.closed {
+		b.fail(fmt.Errorf("opencl: %s: %w", op, errClosed))
+		return false
+	}
+	return b.err == nil
+}
+
+func (b *Backend) shape(op, format string, args ...any) {
+	b.fail(backend.ShapeError("opencl: "+op, format, args...))
+}
+
+func (b *Backend) argErr(k *kern, i int, err error) {
+	b.fail(fmt.Errorf("opencl: %s: argument %d: %w", k.name, i, err))
+}
+
+func (b *Backend) argMem(k *kern, i int, m cl.Mem) {
+	if err := k.k.SetMem(i, m); err != nil {
+		b.argErr(k, i, err)
+	}
+}
+
+func (b *Backend) argI32(k *kern, i int, v int) {
+	if err := k.k.SetI32(i, int32(v)); err != nil {
+		b.argErr(k, i, err)
+	}
+}
+
+func (b *Backend) argU64(k *kern, i int, v int) {
+	if err := k.k.SetU64(i, uint64(v)); err != nil {
+		b.argErr(k, i, err)
+	}
+}
+
+func (b *Backend) argF32(k *kern, i int, v float32) {
+	if err := k.k.SetF32(i, v); err != nil {
+		b.argErr(k, i, err)
+	}
+}
+
+func (b *Backend) argLocal(k *kern, i int, bytes int) {
+	if err := k.k.SetLocal(i, bytes); err != nil {
+		b.argErr(k, i, err)
+	}
+}
+
+// launch queues k unless an argument failed.
+func (b *Backend) launch(k *kern, dims int, global, local [3]int) {
+	if b.err != nil {
+		return
+	}
+	ev, err := b.q.Launch(k.k, dims, global, local, b.profiling)
+	if err != nil {
+		b.fail(fmt.Errorf("opencl: %s: %w", k.name, err))
+		return
+	}
+	if b.profiling {
+		b.pending = append(b.pending, pendingEvent{k.name, ev})
+		// Bound the events held by a long unsynchronised run.
+		if len(b.pending) >= 4096 {
+			b.collect()
+		}
+	}
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// fits checks that a count fits the kernels' int arguments.
+func (b *Backend) fits(op, what string, v int) bool {
+	if v < 0 || v > math.MaxInt32 {
+		b.shape(op, "%s %d out of range", what, v)
+		return false
+	}
+	return true
+}
+
+// f32Rows checks an F32 activation of at least n rows of cols columns.
+func (b *Backend) f32Rows(op, arg string, t *tensor, n, cols int) bool {
+	if n < 0 {
+		b.shape(op, "n = %d is negative", n)
+		return false
+	}
+	if t.dt != dtype.F32 {
+		b.shape(op, "%s %v is not F32", arg, t)
+		return false
+	}
+	if backend.Cols(t) != cols || backend.Rows(t) < n {
+		b.shape(op, "%s %v does not hold %d rows of %d", arg, t, n, cols)
+		return false
+	}
+	return true
+}
+
+// unitElems is a weight type's elements per work-item (UE_T in weights.cl).
+func unitElems(dt dtype.Type) int {
+	switch dt {
+	case dtype.Q8_0, dtype.Q4_0:
+		return 8
+	case dtype.Q6_K:
+		return 16
+	}
+	return 1
+}
+
+// Embedding gathers rows of table into dst. Ids outside the table are found
+// on the device: their rows become zeros and Sync reports the id.
+func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
+	const op = "Embedding"
+	if !b.begin(op) {
+		return
+	}
+	d, tb, id := b.out(op, "dst", dst), b.own(op, "table", table), b.own(op, "ids", ids)
+	if d == nil || tb == nil || id == nil {
+		return
+	}
+	wk, ok := b.byType[tb.dt]
+	if !ok || len(tb.shape) != 2 {
+		b.shape(op, "table %v is not a [vocab, dim] weight matrix", tb)
+		return
+	}
+	vocab, cols := tb.shape[0], tb.shape[1]
+	if n < 0 {
+		b.shape(op, "n = %d", n)
+		return
+	}
+	if !b.f32Rows(op, "dst", d, n, cols) {
+		return
+	}
+	if id.dt != dtype.I32 || id.elems < n {
+		b.shape(op, "ids %v does not hold %d I32 ids", id, n)
+		return
+	}
+	if n == 0 || !b.fits(op, "table columns", cols) || !b.fits(op, "vocab", vocab) {
+		return
+	}
+	k := wk.embedding
+	b.argMem(k, 0, d.mem)
+	b.argMem(k, 1, tb.mem)
+	b.argU64(k, 2, tb.bytes/max(vocab, 1))
+	b.argMem(k, 3, id.mem)
+	b.argI32(k, 4, cols)
+	b.argI32(k, 5, vocab)
+	b.argMem(k, 6, b.status)
+	units := cols / unitElems(tb.dt)
+	b.launch(k, 2, [3]int{roundUp(max(units, 1), k.wg), n, 1}, [3]int{k.wg, 1, 1})
+	b.checkStatus = true
+}
+
+// mmTile must match MM_TILE in matmul.cl.
+const mmTile = 8
+
+// MatMulTransposed computes dst = x·wᵀ for the first n rows of x.
+func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
+	const op = "MatMulTransposed"
+	if !b.begin(op) {
+		return
+	}
+	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
+	if d == nil || xt == nil || wt == nil {
+		return
+	}
+	wk, ok := b.byType[wt.dt]
+	if !ok {
+		b.shape(op, "w %v has no matmul kernel", wt)
+		return
+	}
+	out, in := backend.Rows(wt), backend.Cols(wt)
+	if n < 0 {
+		b.shape(op, "n = %d", n)
+		return
+	}
+	if !b.f32Rows(op, "x", xt, n, in) || !b.f32Rows(op, "dst", d, n, out) {
+		return
+	}
+	if d == xt {
+		b.shape(op, "dst and x are the same tensor %v", d)
+		return
+	}
+	if n == 0 || out == 0 || !b.fits(op, "w columns", in) || !b.fits(op, "w rows", out) || !b.fits(op, "n", n) {
+		return
+	}
+	k, tile := wk.mv, 1
+	if n > 1 {
+		k, tile = wk.mm, mmTile
+	}
+	b.argMem(k, 0, wt.mem)
+	b.argU64(k, 1, wt.bytes/out)
+	b.argMem(k, 2, xt.mem)
+	b.argMem(k, 3, d.mem)
+	b.argI32(k, 4, in)
+	b.argI32(k, 5, out)
+	b.argI32(k, 6, n)
+	b.argLocal(k, 7, 4*tile*k.wg)
+	b.launch(k, 2, [3]int{k.wg * out, (n + tile - 1) / tile, 1}, [3]int{k.wg, 1, 1})
+}
+
+// RMSNorm normalises the first n rows of x into dst, scaled by w.
+func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
+	const op = "RMSNorm"
+	if !b.begin(op) {
+		return
+	}
+	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
+	if d == nil || xt == nil || wt == nil {
+		return
+	}
+	cols := backend.Cols(xt)
+	if !b.f32Rows(op, "x", xt, n, cols) || !b.f32Rows(op, "dst", d, n, cols) {
+		return
+	}
+	if wt.dt != dtype.F32 || wt.elems != cols {
+		b.shape(op, "w %v is not F32 [%d]", wt, cols)
+		return
+	}
+	if n == 0 || !b.fits(op, "columns", cols) {
+		return
+	}
+	k := b.rmsNorm
+	b.argMem(k, 0, d.mem)
+	b.argMem(k, 1, xt.mem)
+	b.argMem(k, 2, wt.mem)
+	b.argI32(k, 3, cols)
+	b.argF32(k, 4, eps)
+	b.argLocal(k, 5, 4*k.wg)
+	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+}
+
+// RoPE rotates the heads of the first n rows of x in place.
+func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.Rope) {
+	const op = "RoPE"
+	if !b.begin(op) {
+		return
+	}
+	xt := b.out(op, "x", x)
+	if xt == nil {
+		return
+	}
+	if heads <= 0 || headDim <= 0 || n < 0 || pos0 < 0 {
+		b.shape(op, "n = %d, heads = %d, headDim = %d, pos0 = %d", n, heads, headDim, pos0)
+		return
+	}
+	if !b.f32Rows(op, "x", xt, n, heads*headDim) {
+		return
+	}
+	if r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim {
+		b.shape(op, "rope dims %d is not even in (0, headDim %d]", r.Dims, headDim)
+		return
+	}
+	if !(r.Theta > 0) {
+		b.shape(op, "rope theta %v is not positive", r.Theta)
+		return
+	}
+	var freqs *tensor
+	if r.Freqs != nil {
+		if freqs = b.own(op, "rope freqs", r.Freqs); freqs == nil {
+			return
+		}
+		if freqs.dt != dtype.F32 || freqs.elems != r.Dims/2 {
+			b.shape(op, "rope freqs %v is not F32 [%d]", freqs, r.Dims/2)
+			return
+		}
+	}
+	if n == 0 || !b.fits(op, "last position", pos0+n) {
+		return
+	}
+	k := b.rope
+	b.argMem(k, 0, xt.mem)
+	b.argI32(k, 1, heads)
+	b.argI32(k, 2, headDim)
+	b.argI32(k, 3, r.Dims)
+	b.argI32(k, 4, pos0)
+	tab, err := b.ropeTable(r.Theta, r.Dims)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.argMem(k, 5, tab)
+	if freqs != nil {
+		b.argMem(k, 6, freqs.mem)
+		b.argI32(k, 7, 1)
+	} else {
+		b.argMem(k, 6, cl.Mem{})
+		b.argI32(k, 7, 0)
+	}
+	neox := 0
+	if r.NeoX {
+		neox = 1
+	}
+	b.argI32(k, 8, neox)
+	local := 1
+	for local*2 <= r.Dims/2 && local*2 <= k.wg {
+		local *= 2
+	}
+	b.launch(k, 3, [3]int{roundUp(r.Dims/2, local), heads, n}, [3]int{local, 1, 1})
+}
+
+// elementwise validates and launches a kernel over n rows of same-shaped
+// F32 tensors (dst first).
+func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor) {
+	if !b.begin(op) {
+		return
+	}
+	d, at, ct := b.out(op, "dst", dst), b.own(op, "a", a), b.own(op, "b", c)
+	if d == nil || at == nil || ct == nil {
+		return
+	}
+	cols := backend.Cols(d)
+	if !b.f32Rows(op, "dst", d, n, cols) || !b.f32Rows(op, "a", at, n, cols) || !b.f32Rows(op, "b", ct, n, cols) {
+		return
+	}
+	count := n * cols
+	if count == 0 || !b.fits(op, "element count", count) {
+		return
+	}
+	b.argMem(k, 0, d.mem)
+	b.argMem(k, 1, at.mem)
+	b.argMem(k, 2, ct.mem)
+	b.argI32(k, 3, count)
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+}
+
+// SiLUMul computes dst = silu(gate)·up.
+func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
+	b.elementwise("SiLUMul", b.siluMul, n, dst, gate, up)
+}
+
+// Add computes dst = a + b.
+func (b *Backend) Add(dst, a, c backend.Tensor, n int) {
+	b.elementwise("Add", b.add, n, dst, a, c)
+}
+
+// copyElems queues the copy kernel over 4-byte elements.
+func (b *Backend) copyElems(d *tensor, dstOff int, s *tensor, srcOff, count int) {
+	k := b.copyKern
+	b.argMem(k, 0, d.mem)
+	b.argU64(k, 1, dstOff)
+	b.argMem(k, 2, s.mem)
+	b.argU64(k, 3, srcOff)
+	b.argI32(k, 4, count)
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+}
+
+func copyable(dt dtype.Type) bool { return dt == dtype.F32 || dt == dtype.I32 }
+
+// Copy copies the first n rows of src to dst.
+func (b *Backend) Copy(dst, src backend.Tensor, n int) {
+	const op = "Copy"
+	if !b.begin(op) {
+		return
+	}
+	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
+	if d == nil || s == nil {
+		return
+	}
+	cols := backend.Cols(s)
+	if d.dt != s.dt || !copyable(d.dt) {
+		b.shape(op, "dst %v and src %v are not both F32 or both I32", d, s)
+		return
+	}
+	if n < 0 || backend.Cols(d) != cols || backend.Rows(d) < n || backend.Rows(s) < n {
+		b.shape(op, "dst %v and src %v do not both hold %d rows of %d", d, s, n, cols)
+		return
+	}
+	if count := n * cols; count > 0 && b.fits(op, "element count", count) {
+		b.copyElems(d, 0, s, 0, count)
+	}
+}
+
+// CopySlice copies count elements of src at srcOff to dst at dstOff.
+func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
+	const op = "CopySlice"
+	if !b.begin(op) {
+		return
+	}
+	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
+	if d == nil || s == nil {
+		return
+	}
+	if d.dt != s.dt || !copyable(d.dt) {
+		b.shape(op, "dst %v and src %v are not both F32 or both I32", d, s)
+		return
+	}
+	if count < 0 || dstOff < 0 || srcOff < 0 || dstOff > d.elems-count || srcOff > s.elems-count {
+		b.shape(op, "%d elements from src %v at %d to dst %v at %d are out of bounds", count, s, srcOff, d, dstOff)
+		return
+	}
+	if count > 0 && b.fits(op, "count", count) {
+		b.copyElems(d, dstOff, s, srcOff, count)
+	}
+}
+
+// AttentionGen is decode attention of one query over kvLen cache positions.
+func (b *Backend) AttentionGen(out, q, k, v backend.Tensor, kvLen, heads, kvHeads, headDim int, scale float32) {
+	if kvLen < 1 {
+		if b.begin("AttentionGen") {
+			b.shape("AttentionGen", "kvLen = %d", kvLen)
+		}
+		return
+	}
+	b.attend("AttentionGen", out, q, k, v, 1, kvLen-1, heads, kvHeads, headDim, scale)
+}
+
+// Attention is causal prefill attention of n query rows from position pos0.
+func (b *Backend) Attention(out, q, k, v backend.Tensor, n, pos0, heads, kvHeads, headDim int, scale float32) {
+	b.attend("Attention", out, q, k, v, n, pos0, heads, kvHeads, headDim, scale)
+}
+
+func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads, kvHeads, headDim int, scale float32) {
+	if !b.begin(op) {
+		return
+	}
+	ot, qt, kt, vt := b.out(op, "out", out), b.own(op, "q", q), b.own(op, "k", k), b.own(op, "v", v)
+	if ot == nil || qt == nil || kt == nil || vt == nil {
+		return
+	}
+	if n < 0 || pos0 < 0 || heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
+		b.shape(op, "n = %d, pos0 = %d, heads = %d, kvHeads = %d, headDim = %d (heads must be a multiple of kvHeads)",
+			n, pos0, heads, kvHeads, headDim)
+		return
+	}
+	if !b.f32Rows(op, "q", qt, n, heads*headDim) || !b.f32Rows(op, "out", ot, n, heads*headDim) {
+		return
+	}
+	kvRow := kvHeads * headDim
+	for _, c := range [2]*tensor{kt, vt} {
+		if c.dt != dtype.F32 || c.elems%kvRow != 0 || c.elems/kvRow < pos0+n {
+			b.shape(op, "cache %v does not hold %d positions of %d KV heads × %d", c, pos0+n, kvHeads, headDim)
+			return
+		}
+	}
+	if n == 0 || !b.fits(op, "positions", pos0+n) {
+		return
+	}
+	kk := b.attention
+	L := kk.wg
+	lacc := max(L, headDim)
+	if local := 4 * (headDim + attChunk + lacc + L); int64(local) > b.info.LocalMem {
+		b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, local, b.info.LocalMem)
+		return
+	}
+	b.argMem(kk, 0, ot.mem)
+	b.argMem(kk, 1, qt.mem)
+	b.argMem(kk, 2, kt.mem)
+	b.argMem(kk, 3, vt.mem)
+	b.argI32(kk, 4, pos0)
+	b.argI32(kk, 5, heads)
+	b.argI32(kk, 6, kvHeads)
+	b.argI32(kk, 7, headDim)
+	b.argF32(kk, 8, scale)
+	b.argLocal(kk, 9, 4*headDim)
+	b.argLocal(kk, 10, 4*attChunk)
+	b.argLocal(kk, 11, 4*lacc)
+	b.argLocal(kk, 12, 4*L)
+	b.launch(kk, 2, [3]int{L * heads, n, 1}, [3]int{L, 1, 1})
+}
+
+// Softmax normalises the first n rows of x in place.
+func (b *Backend) Softmax(x backend.Tensor, n int) {
+	const op = "Softmax"
+	if !b.begin(op) {
+		return
+	}
+	xt := b.out(op, "x", x)
+	if xt == nil {
+		return
+	}
+	cols := backend.Cols(xt)
+	if !b.f32Rows(op, "x", xt, n, cols) {
+		return
+	}
+	if n == 0 || cols == 0 || !b.fits(op, "columns", cols) {
+		return
+	}
+	k := b.softmax
+	b.argMem(k, 0, xt.mem)
+	b.argI32(k, 1, cols)
+	b.argLocal(k, 2, 4*k.wg)
+	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+}
+
+// Argmax writes each of the first n rows' index of its maximum to dst.
+func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
+	const op = "Argmax"
+	if !b.begin(op) {
+		return
+	}
+	d, xt := b.out(op, "dst", dst), b.own(op, "x", x)
+	if d == nil || xt == nil {
+		return
+	}
+	cols := backend.Cols(xt)
+	if !b.f32Rows(op, "x", xt, n, cols) {
+		return
+	}
+	if d.dt != dtype.I32 || d.elems < n {
+		b.shape(op, "dst %v does not hold %d I32 indices", d, n)
+		return
+	}
+	if cols == 0 && n > 0 {
+		b.shape(op, "x %v has empty rows", xt)
+		return
+	}
+	if n == 0 || !b.fits(op, "columns", cols) {
+		return
+	}
+	k := b.argmax
+	b.argMem(k, 0, d.mem)
+	b.argMem(k, 1, xt.mem)
+	b.argI32(k, 2, cols)
+	b.argLocal(k, 3, 4*k.wg)
+	b.argLocal(k, 4, 4*k.wg)
+	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+}

@@ -1,0 +1,446 @@
+package opencl
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/dtype"
+)
+
+// These tests run every kernel against backend/cpu on the same inputs, on
+// shapes chosen to be awkward: row counts that are not multiples of the
+// work-group size, heads narrower and wider than it, contexts that end
+// inside a chunk. Tolerances are relative to the magnitude of the terms
+// summed (Σ|a·b|), which bounds the rounding of any summation order in
+// float32: the two backends sum in different orders and the CPU partly in
+// float64.
+
+var (
+	cpuOnce sync.Once
+	cpuB    *cpu.Backend
+)
+
+func cpuBackend() *cpu.Backend {
+	cpuOnce.Do(func() { cpuB = cpu.New(2) })
+	return cpuB
+}
+
+// both holds one tensor on each backend.
+type both struct{ c, o backend.Tensor }
+
+type fixture struct {
+	t   *testing.T
+	c   *cpu.Backend
+	o   *Backend
+	rng *rand.Rand
+	all []both
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, c: cpuBackend(), o: testBackend(t), rng: rand.New(rand.NewPCG(1, uint64(len(t.Name()))))}
+	t.Cleanup(func() {
+		for _, b := range f.all {
+			f.c.Free(b.c)
+			f.o.Free(b.o)
+		}
+	})
+	return f
+}
+
+func (f *fixture) check() {
+	f.t.Helper()
+	if err := f.c.Sync(); err != nil {
+		f.t.Fatalf("cpu: %v", err)
+	}
+	if err := f.o.Sync(); err != nil {
+		f.t.Fatalf("opencl: %v", err)
+	}
+}
+
+func (f *fixture) weight(dt dtype.Type, shape []int, data []byte) both {
+	f.t.Helper()
+	c, err := f.c.Weight("w", dt, shape, data)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := f.o.Weight("w", dt, shape, data)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b := both{c, o}
+	f.all = append(f.all, b)
+	return b
+}
+
+func (f *fixture) f32(vals []float32, shape ...int) both {
+	f.t.Helper()
+	c, err := f.c.Alloc(dtype.F32, shape...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := f.o.Alloc(dtype.F32, shape...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if vals != nil {
+		if err := f.c.WriteF32(c, 0, vals); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := f.o.WriteF32(o, 0, vals); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	b := both{c, o}
+	f.all = append(f.all, b)
+	return b
+}
+
+func (f *fixture) i32(vals []int32, shape ...int) both {
+	f.t.Helper()
+	c, err := f.c.Alloc(dtype.I32, shape...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := f.o.Alloc(dtype.I32, shape...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if vals != nil {
+		if err := f.c.WriteI32(c, 0, vals); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := f.o.WriteI32(o, 0, vals); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	b := both{c, o}
+	f.all = append(f.all, b)
+	return b
+}
+
+func (f *fixture) rand(n int, lo, hi float32) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = lo + (hi-lo)*f.rng.Float32()
+	}
+	return out
+}
+
+// read returns count elements of both sides after syncing.
+func (f *fixture) read(b both, count int) (c, o []float32) {
+	f.t.Helper()
+	f.check()
+	c, o = make([]float32, count), make([]float32, count)
+	if err := f.c.ReadF32(b.c, 0, c); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.o.ReadF32(b.o, 0, o); err != nil {
+		f.t.Fatal(err)
+	}
+	return c, o
+}
+
+// close fails when |c-o| > tol·mag[i] + abs for some element (mag nil
+// means |c|).
+func (f *fixture) close(what string, c, o []float32, mag []float64, tol, abs float64) {
+	f.t.Helper()
+	worst, at := 0.0, -1
+	for i := range c {
+		m := math.Abs(float64(c[i]))
+		if mag != nil {
+			m = mag[i]
+		}
+		d := math.Abs(float64(c[i]) - float64(o[i]))
+		if math.IsNaN(float64(o[i])) || d > tol*m+abs {
+			f.t.Fatalf("%s: element %d: cpu %v, opencl %v (|Δ| %.3g, allowed %.3g)", what, i, c[i], o[i], d, tol*m+abs)
+		}
+		if d > worst {
+			worst, at = d, i
+		}
+	}
+	_ = at
+}
+
+func randomWeight(rng *rand.Rand, dt dtype.Type, rows, cols int) []byte {
+	size, err := dt.Bytes(rows, cols)
+	if err != nil {
+		panic(err)
+	}
+	out := make([]byte, size)
+	switch dt {
+	case dtype.F32:
+		for i := 0; i < size; i += 4 {
+			binary.LittleEndian.PutUint32(out[i:], math.Float32bits(2*rng.Float32()-1))
+		}
+		return out
+	case dtype.F16, dtype.BF16:
+		for i := 0; i < size; i += 2 {
+			v := 2*rng.Float32() - 1
+			h := dtype.F32ToF16(v)
+			if dt == dtype.BF16 {
+				h = dtype.F32ToBF16(v)
+			}
+			binary.LittleEndian.PutUint16(out[i:], h)
+		}
+		return out
+	}
+	for i := range out {
+		out[i] = byte(rng.Uint32())
+	}
+	// Finite scales of either sign keep every element finite.
+	at, step := 0, dt.BlockBytes()
+	if dt == dtype.Q6_K {
+		at = 208
+	}
+	for b := 0; b < size; b += step {
+		s := (0.5 + rng.Float32()) / 64
+		if rng.IntN(2) == 0 {
+			s = -s
+		}
+		binary.LittleEndian.PutUint16(out[b+at:], dtype.F32ToF16(s))
+	}
+	return out
+}
+
+// cols per type: odd for plain types, whole blocks (and not a power of two)
+// for the block formats.
+var matCols = map[dtype.Type]int{
+	dtype.F32: 37, dtype.F16: 53, dtype.BF16: 45,
+	dtype.Q8_0: 96, dtype.Q4_0: 160, dtype.Q6_K: 768,
+}
+
+func TestMatMulTransposed(t *testing.T) {
+	for _, wt := range weightTypes {
+		for _, n := range []int{1, 3, 8, 17} {
+			t.Run(fmt.Sprintf("%v/n=%d", wt.dt, n), func(t *testing.T) {
+				f := newFixture(t)
+				rows, cols := 67, matCols[wt.dt]
+				data := randomWeight(f.rng, wt.dt, rows, cols)
+				w := f.weight(wt.dt, []int{rows, cols}, data)
+				xv := f.rand((n+1)*cols, -1, 1)
+				x := f.f32(xv, n+1, cols)
+				dst := f.f32(nil, n+1, rows)
+				f.c.MatMulTransposed(dst.c, x.c, w.c, n)
+				f.o.MatMulTransposed(dst.o, x.o, w.o, n)
+				c, o := f.read(dst, (n+1)*rows)
+				// Magnitudes from the reference dequantisation.
+				wf := make([]float32, rows*cols)
+				rb := len(data) / rows
+				for r := range rows {
+					dtype.DequantizeRow(wt.dt, wf[r*cols:(r+1)*cols], data[r*rb:(r+1)*rb])
+				}
+				want := make([]float32, (n+1)*rows)
+				mag := make([]float64, (n+1)*rows)
+				for i := range n {
+					for r := range rows {
+						var s float64
+						for k := range cols {
+							p := float64(xv[i*cols+k]) * float64(wf[r*cols+k])
+							s += p
+							mag[i*rows+r] += math.Abs(p)
+						}
+						want[i*rows+r] = float32(s)
+					}
+				}
+				f.close("matmul vs float64 reference", want, o, mag, 1e-6, 0)
+				f.close("matmul", c, o, mag, 1e-6, 0)
+				// Row n was not asked for and must stay zero.
+				for r := range rows {
+					if o[n*rows+r] != 0 {
+						t.Fatalf("row %d (beyond n) written: %v", n, o[n*rows+r])
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestEmbedding(t *testing.T) {
+	for _, wt := range weightTypes {
+		t.Run(wt.dt.String(), func(t *testing.T) {
+			f := newFixture(t)
+			vocab, cols := 11, matCols[wt.dt]
+			data := randomWeight(f.rng, wt.dt, vocab, cols)
+			table := f.weight(wt.dt, []int{vocab, cols}, data)
+			ids := []int32{3, 0, 10, 3, 7}
+			idt := f.i32(ids, len(ids))
+			dst := f.f32(nil, len(ids), cols)
+			f.c.Embedding(dst.c, table.c, idt.c, len(ids))
+			f.o.Embedding(dst.o, table.o, idt.o, len(ids))
+			c, o := f.read(dst, len(ids)*cols)
+			// Dequantisation is one product per element in both: exact.
+			rb := len(data) / vocab
+			want := make([]float32, cols)
+			for i, id := range ids {
+				dtype.DequantizeRow(wt.dt, want, data[int(id)*rb:(int(id)+1)*rb])
+				for k := range cols {
+					if o[i*cols+k] != want[k] || c[i*cols+k] != want[k] {
+						t.Fatalf("row %d (id %d) element %d: opencl %v, cpu %v, reference %v", i, id, k, o[i*cols+k], c[i*cols+k], want[k])
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	f := newFixture(t)
+	n, cols := 3, 197
+	x := f.f32(f.rand((n+1)*cols, -3, 3), n+1, cols)
+	w := f.f32(f.rand(cols, 0.5, 1.5), cols)
+	dst := f.f32(nil, n+1, cols)
+	f.c.RMSNorm(dst.c, x.c, w.c, n, 1e-5)
+	f.o.RMSNorm(dst.o, x.o, w.o, n, 1e-5)
+	c, o := f.read(dst, n*cols)
+	f.close("rmsnorm", c, o, nil, 1e-5, 1e-7)
+}
+
+func TestRoPE(t *testing.T) {
+	cases := []struct {
+		neox, freqs bool
+		dims, pos0  int
+	}{
+		{false, false, 16, 0},
+		{true, false, 16, 5},
+		{false, true, 16, 1000},
+		{true, true, 12, 100000}, // partial: 12 of 16 dims rotate
+		{false, false, 10, 131000},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("neox=%v/freqs=%v/dims=%d/pos=%d", tc.neox, tc.freqs, tc.dims, tc.pos0), func(t *testing.T) {
+			f := newFixture(t)
+			n, heads, hd := 3, 5, 16
+			x := f.f32(f.rand(n*heads*hd, -2, 2), n, heads*hd)
+			r := backend.Rope{Dims: tc.dims, Theta: 500000, NeoX: tc.neox}
+			var rc, ro backend.Rope = r, r
+			if tc.freqs {
+				fr := f.f32(f.rand(tc.dims/2, 1, 8), tc.dims/2)
+				rc.Freqs, ro.Freqs = fr.c, fr.o
+			}
+			f.c.RoPE(x.c, n, heads, hd, tc.pos0, rc)
+			f.o.RoPE(x.o, n, heads, hd, tc.pos0, ro)
+			c, o := f.read(x, n*heads*hd)
+			// Both rotate with float64-accurate angles: |Δ| is a few float
+			// ulps of the inputs (|x| ≤ 2).
+			f.close("rope", c, o, nil, 0, 2e-6)
+		})
+	}
+}
+
+func TestElementwise(t *testing.T) {
+	f := newFixture(t)
+	n, cols := 5, 131
+	a := f.f32(f.rand((n+1)*cols, -8, 8), n+1, cols)
+	b := f.f32(f.rand((n+1)*cols, -2, 2), n+1, cols)
+	dst := f.f32(nil, n+1, cols)
+	f.c.SiLUMul(dst.c, a.c, b.c, n)
+	f.o.SiLUMul(dst.o, a.o, b.o, n)
+	c, o := f.read(dst, (n+1)*cols)
+	f.close("silu_mul", c, o, nil, 1e-6, 1e-7)
+	// Add in place, dst aliasing a: exact.
+	f.c.Add(a.c, a.c, b.c, n)
+	f.o.Add(a.o, a.o, b.o, n)
+	c, o = f.read(a, (n+1)*cols)
+	f.close("add", c, o, nil, 0, 0)
+}
+
+func TestCopy(t *testing.T) {
+	f := newFixture(t)
+	src := f.f32(f.rand(4*10, -1, 1), 4, 10)
+	dst := f.f32(f.rand(5*10, -1, 1), 5, 10)
+	f.c.Copy(dst.c, src.c, 3)
+	f.o.Copy(dst.o, src.o, 3)
+	c, o := f.read(dst, 50)
+	f.close("copy", c, o, nil, 0, 0)
+	cache := f.f32(nil, 7, 3, 4)
+	f.c.CopySlice(cache.c, 2*12+5, src.c, 7, 19)
+	f.o.CopySlice(cache.o, 2*12+5, src.o, 7, 19)
+	c, o = f.read(cache, 7*12)
+	f.close("copy_slice", c, o, nil, 0, 0)
+}
+
+func TestAttention(t *testing.T) {
+	type shape struct{ heads, kvHeads, hd int }
+	shapes := []shape{{6, 2, 40}, {4, 4, 16}, {3, 1, 80}}
+	for _, s := range shapes {
+		for _, kvLen := range []int{1, 2, 33, 1000} {
+			t.Run(fmt.Sprintf("gen/h%d/kv%d/d%d/len%d", s.heads, s.kvHeads, s.hd, kvLen), func(t *testing.T) {
+				f := newFixture(t)
+				maxSeq := kvLen + 3
+				cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
+				q := f.f32(f.rand(cols, -1, 1), cols)
+				k := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+				v := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+				out := f.f32(nil, cols)
+				scale := float32(1 / math.Sqrt(float64(s.hd)))
+				f.c.AttentionGen(out.c, q.c, k.c, v.c, kvLen, s.heads, s.kvHeads, s.hd, scale)
+				f.o.AttentionGen(out.o, q.o, k.o, v.o, kvLen, s.heads, s.kvHeads, s.hd, scale)
+				c, o := f.read(out, cols)
+				// Outputs are convex combinations of values in [-1, 1].
+				f.close("attention_gen", c, o, nil, 0, 2e-6)
+			})
+		}
+		for _, p := range [][2]int{{5, 0}, {7, 30}, {3, 300}} {
+			n, pos0 := p[0], p[1]
+			t.Run(fmt.Sprintf("prefill/h%d/kv%d/d%d/n%d/pos%d", s.heads, s.kvHeads, s.hd, n, pos0), func(t *testing.T) {
+				f := newFixture(t)
+				maxSeq := pos0 + n + 2
+				cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
+				q := f.f32(f.rand(n*cols, -1, 1), n, cols)
+				k := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+				v := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+				out := f.f32(nil, n, cols)
+				scale := float32(1 / math.Sqrt(float64(s.hd)))
+				f.c.Attention(out.c, q.c, k.c, v.c, n, pos0, s.heads, s.kvHeads, s.hd, scale)
+				f.o.Attention(out.o, q.o, k.o, v.o, n, pos0, s.heads, s.kvHeads, s.hd, scale)
+				c, o := f.read(out, n*cols)
+				f.close("attention", c, o, nil, 0, 2e-6)
+			})
+		}
+	}
+}
+
+func TestSoftmaxArgmax(t *testing.T) {
+	f := newFixture(t)
+	n, cols := 4, 1001
+	vals := f.rand(n*cols, -20, 20)
+	// Row 1: a tie for the maximum, the first must win. Row 2: all equal.
+	vals[1*cols+17], vals[1*cols+900] = 30, 30
+	for k := range cols {
+		vals[2*cols+k] = -1
+	}
+	vals[3*cols+cols-1] = 25
+	x := f.f32(vals, n, cols)
+	idx := f.i32(nil, n)
+	f.c.Argmax(idx.c, x.c, n)
+	f.o.Argmax(idx.o, x.o, n)
+	f.check()
+	gc, got := make([]int32, n), make([]int32, n)
+	if err := f.c.ReadI32(idx.c, 0, gc); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.o.ReadI32(idx.o, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		want := int32(0)
+		for k := range cols {
+			if vals[i*cols+k] > vals[i*cols+int(want)] {
+				want = int32(k)
+			}
+		}
+		if got[i] != want || gc[i] != want {
+			t.Fatalf("argmax row %d: opencl %d, cpu %d, want %d", i, got[i], gc[i], want)
+		}
+	}
+	f.c.Softmax(x.c, n)
+	f.o.Softmax(x.o, n)
+	c, o := f.read(x, n*cols)
+	f.close("softmax", c, o, nil, 1e-5, 1e-9)
+}

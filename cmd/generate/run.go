@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/sample"
+)
+
+// modelFlags are shared by every command that loads a model.
+func modelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF file, Hugging Face directory, or (-b onnx) ONNX model directory", Required: true},
+		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, Value: "cpu", Usage: "cpu, opencl or onnx"},
+		&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: all cores)"},
+		&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring (default: first GPU, else first device)"},
+		&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
+		&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
+	}
+}
+
+func promptFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text"},
+		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the prompt from a file"},
+		&cli.StringFlag{Name: "prompt-ids", Usage: "prompt as token ids (1,2,3) instead of text"},
+		&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: 128, Usage: "tokens to generate"},
+	}
+}
+
+func samplingFlags() []cli.Flag {
+	d := sample.Defaults()
+	return []cli.Flag{
+		&cli.Float64Flag{Name: "temp", Value: float64(d.Temp), Usage: "temperature (0: greedy)"},
+		&cli.IntFlag{Name: "top-k", Value: d.TopK, Usage: "top-k (0: off)"},
+		&cli.Float64Flag{Name: "top-p", Value: float64(d.TopP), Usage: "top-p (1: off)"},
+		&cli.Float64Flag{Name: "min-p", Value: float64(d.MinP), Usage: "min-p (0: off)"},
+		&cli.Float64Flag{Name: "repeat-penalty", Value: float64(d.RepeatPenalty), Usage: "repetition penalty (1: off)"},
+		&cli.IntFlag{Name: "repeat-last-n", Value: d.RepeatLastN, Usage: "tokens the penalty looks back on"},
+		&cli.StringFlag{Name: "seed", Aliases: []string{"s"}, Value: "-1", Usage: "random seed (-1: from the clock)"},
+	}
+}
+
+func generateFlags() []cli.Flag {
+	fl := append(modelFlags(), promptFlags()...)
+	fl = append(fl, samplingFlags()...)
+	return append(fl,
+		&cli.StringFlag{Name: "dump-logits", Usage: "write each step's logits (little-endian float32, one vocab row per step) to this file"},
+		&cli.StringFlag{Name: "output", Value: "text", Usage: "text, or ids (the generated ids, space-separated)"},
+	)
+}
+
+func loadOpts(c *cli.Context) glint.Options {
+	return glint.Options{
+		Backend: c.String("backend"), Threads: c.Int("threads"),
+		Device: c.String("device"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
+	}
+}
+
+func samplerParams(c *cli.Context) (sample.Params, error) {
+	seed := uint64(time.Now().UnixNano())
+	if s := c.String("seed"); s != "-1" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return sample.Params{}, fmt.Errorf("--seed %q: not a number", s)
+		}
+		seed = v
+	}
+	return sample.Params{
+		Temp: float32(c.Float64("temp")), TopK: c.Int("top-k"), TopP: float32(c.Float64("top-p")),
+		MinP: float32(c.Float64("min-p")), RepeatPenalty: float32(c.Float64("repeat-penalty")),
+		RepeatLastN: c.Int("repeat-last-n"), Seed: seed,
+	}, nil
+}
+
+// promptIDs turns the prompt flags into token ids.
+func promptIDs(c *cli.Context, l *glint.Model) ([]int32, error) {
+	if s := c.String("prompt-ids"); s != "" {
+		return parseIDs(s)
+	}
+	text := c.String("prompt")
+	if f := c.String("file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		text = string(b)
+	}
+	if l.Tokenizer == nil {
+		return nil, fmt.Errorf("%s has no tokenizer: give the prompt with --prompt-ids", c.String("model"))
+	}
+	return l.Tokenizer.Encode(text, true), nil
+}
+
+func runGenerate(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (the prompt goes in -p)", c.Args().First())
+	}
+	out := c.String("output")
+	if out != "text" && out != "ids" {
+		return fmt.Errorf("--output %q: want text or ids", out)
+	}
+	sp, err := samplerParams(c)
+	if err != nil {
+		return err
+	}
+	l, err := openModel(loadOpts(c), c.String("model"), false)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	fmt.Fprintf(os.Stderr, "%s (loaded in %d ms)\n", l.Info, l.LoadTime.Milliseconds())
+	prompt, err := promptIDs(c, l)
+	if err != nil {
+		return err
+	}
+	if out == "text" && l.Tokenizer == nil {
+		return fmt.Errorf("%s has no tokenizer: use --output ids", c.String("model"))
+	}
+	if len(prompt) > l.Context() {
+		return fmt.Errorf("prompt of %d tokens is longer than the context of %d tokens (-c)", len(prompt), l.Context())
+	}
+
+	opt := engine.Options{MaxTokens: c.Int("n-predict"), Sampler: sample.New(sp, l.Vocab())}
+	if f := c.String("dump-logits"); f != "" {
+		df, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(df)
+		defer func() { bw.Flush(); df.Close() }()
+		opt.DumpLogits = bw
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	if l.Tokenizer != nil {
+		opt.Stop = l.Tokenizer.IsEOG
+	}
+	first := true
+	switch out {
+	case "ids":
+		opt.OnToken = func(id int32) error {
+			if !first {
+				w.WriteByte(' ')
+			}
+			first = false
+			fmt.Fprint(w, id)
+			return w.Flush()
+		}
+	default:
+		dec := l.Tokenizer.NewStreamDecoder()
+		opt.OnToken = func(id int32) error {
+			w.WriteString(dec.Add(id))
+			return w.Flush()
+		}
+		defer func() { w.WriteString(dec.Flush()) }()
+	}
+	tm, err := engine.Generate(l, prompt, opt)
+	if out == "ids" {
+		w.WriteByte('\n')
+	}
+	if err != nil {
+		return err
+	}
+	printTiming(tm)
+	return nil
+}
+
+func printTiming(tm engine.Timing) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	fmt.Fprintf(os.Stderr, "\nprompt: %d tokens, generated: %d tokens\n", tm.PromptTokens, len(tm.Generated))
+	fmt.Fprintf(os.Stderr, "TTFT: %.2f ms\n", ms(tm.TTFT))
+	if avg := tm.AvgTBT(); avg > 0 {
+		fmt.Fprintf(os.Stderr, "Avg TBT: %.2f ms (%.2f tokens/sec)\n", ms(avg), 1/avg.Seconds())
+	} else {
+		fmt.Fprintf(os.Stderr, "Avg TBT: n/a (fewer than 2 tokens)\n")
+	}
+}

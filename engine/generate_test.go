@@ -1,0 +1,127 @@
+package engine_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/layers"
+	"github.com/glint-llm/glint/model/load"
+	"github.com/glint-llm/glint/model/synth"
+)
+
+// sleepy is a real model whose Eval takes at least a known time: prefill
+// (more than one token) sleeps longer than a single-token step, so the
+// timings Generate reports can be checked against what must have elapsed.
+type sleepy struct {
+	engine.Model
+	prefill, gen time.Duration
+}
+
+func (s sleepy) Eval(tokens []int32) error {
+	if len(tokens) > 1 {
+		time.Sleep(s.prefill)
+	} else {
+		time.Sleep(s.gen)
+	}
+	return s.Model.Eval(tokens)
+}
+
+// tinyModel loads a synthetic tiny F32 Llama on the CPU backend.
+func tinyModel(t *testing.T) engine.Model {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.WriteGGUF(p, synth.Options{Shape: "tiny", Type: "F32", Seed: 3, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := load.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	b := cpu.New(1)
+	t.Cleanup(func() { b.Close() })
+	m, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// The numbers are honest: TTFT covers prefill, and the gaps are the time
+// between tokens after the first, so the first token (and its prefill) is
+// never among them. Only lower bounds on sleeps are asserted, plus one
+// upper bound with a wide margin (a gap under the prefill sleep), so a
+// loaded machine cannot make it flaky.
+func TestTimingIsHonest(t *testing.T) {
+	const prefill, gen = 150 * time.Millisecond, 15 * time.Millisecond
+	m := sleepy{Model: tinyModel(t), prefill: prefill, gen: gen}
+	prompt := []int32{1, 5, 9, 12}
+	tests := []struct {
+		name     string
+		max      int
+		stopAt   int // the call of Stop (1-based) that stops; 0: never
+		wantToks int
+	}{
+		{"one token", 1, 0, 1},
+		{"two tokens", 2, 0, 2},
+		{"five tokens", 5, 0, 5},
+		{"stopped by the third token", 6, 3, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m.Reset()
+			calls := 0
+			o := engine.Options{MaxTokens: tc.max, Stop: func(int32) bool {
+				calls++
+				return calls == tc.stopAt
+			}}
+			tm, err := engine.Generate(m, prompt, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tm.Generated) != tc.wantToks {
+				t.Fatalf("generated %d tokens, want %d", len(tm.Generated), tc.wantToks)
+			}
+			if tm.PromptTokens != len(prompt) {
+				t.Errorf("PromptTokens = %d, want %d", tm.PromptTokens, len(prompt))
+			}
+			if len(tm.Gaps) != len(tm.Generated)-1 {
+				t.Fatalf("%d gaps for %d tokens, want one fewer", len(tm.Gaps), len(tm.Generated))
+			}
+			if tm.TTFT < prefill {
+				t.Errorf("TTFT %v < the prefill's %v: prefill is not in it", tm.TTFT, prefill)
+			}
+			for i, g := range tm.Gaps {
+				if g < gen {
+					t.Errorf("gap %d = %v < the step's %v", i, g, gen)
+				}
+				if g >= prefill {
+					t.Errorf("gap %d = %v ≥ the prefill's %v: the first token is counted as a gap", i, g, prefill)
+				}
+			}
+			if len(tm.Gaps) > 0 {
+				var sum time.Duration
+				for _, g := range tm.Gaps {
+					sum += g
+				}
+				if avg := tm.AvgTBT(); avg != sum/time.Duration(len(tm.Gaps)) {
+					t.Errorf("AvgTBT %v, want the mean %v", avg, sum/time.Duration(len(tm.Gaps)))
+				}
+			}
+			if m.Pos() != len(prompt)+tc.wantToks-1+boolInt(tc.stopAt > 0) {
+				t.Errorf("cache holds %d positions after %d prompt + %d generated tokens", m.Pos(), len(prompt), tc.wantToks)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,139 @@
+// Package glint is the library entry point: Open loads a Llama-family model
+// (GGUF file or Hugging Face directory) on a named backend — or an ONNX
+// export on ONNX Runtime — with its tokenizer, ready for engine.Generate.
+//
+//	m, err := glint.Open("model.gguf", glint.Options{Backend: "opencl"})
+//	ids := m.Tokenizer.Encode("Once upon a time", true)
+//	tm, err := engine.Generate(m, ids, engine.Options{MaxTokens: 20})
+package glint
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/layers"
+	"github.com/glint-llm/glint/model"
+	"github.com/glint-llm/glint/onnx"
+	"github.com/glint-llm/glint/tokenizer"
+)
+
+// Backends are the names Open accepts.
+var Backends = []string{"cpu", "opencl", "onnx"}
+
+// Options say where and how a model runs.
+type Options struct {
+	Backend string // cpu (default), opencl or onnx
+	Threads int    // CPU threads (0: all cores)
+	Device  string // OpenCL device: index or name substring ("": first GPU, else first device)
+	Context int    // KV-cache length (0 or more than trained: the model's trained context)
+	OrtLib  string // libonnxruntime path ("": $ONNXRUNTIME_LIB, then third_party/onnxruntime)
+	// Progress, when set, is told the weight bytes loaded so far.
+	Progress func(done, total int64)
+	// Wrap, when set, is applied to the glint backend right after it is made
+	// and before the weights load onto it (backend.Profiled, for reports);
+	// Model.Backend is what it returns. Unused for onnx.
+	Wrap func(backend.Backend) backend.Backend
+}
+
+// Model is a loaded model with its tokenizer.
+type Model struct {
+	engine.Model
+	// Tokenizer is nil when the file has none (use token ids).
+	Tokenizer *tokenizer.Tokenizer
+	// TokenizerErr says why Tokenizer is nil.
+	TokenizerErr error
+	// Backend is the glint backend the layers run on (nil for onnx).
+	Backend  backend.Backend
+	Config   model.Config // zero for onnx
+	LoadTime time.Duration
+	// Info is one line: backend, device, file and shape.
+	Info    string
+	closers []func() error
+}
+
+// Close releases the model, its backend and the mapped file.
+func (m *Model) Close() error {
+	var first error
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		if err := m.closers[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	m.closers = nil
+	return first
+}
+
+// NewBackend makes the named glint backend (cpu or opencl).
+func NewBackend(name string, threads int, device string) (backend.Backend, error) {
+	switch name {
+	case "", "cpu":
+		return cpu.New(threads), nil
+	case "opencl":
+		return opencl.New(opencl.Options{Device: device})
+	}
+	return nil, fmt.Errorf("unknown backend %q (want cpu, opencl or onnx)", name)
+}
+
+// Open loads path on o.Backend.
+func Open(path string, o Options) (*Model, error) {
+	start := time.Now()
+	m := &Model{}
+	if o.Backend == "onnx" {
+		om, err := onnx.Open(path, onnx.Options{Lib: o.OrtLib, Threads: o.Threads})
+		if err != nil {
+			return nil, err
+		}
+		m.Model = om
+		m.closers = append(m.closers, om.Close)
+		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(path)
+		m.LoadTime = time.Since(start)
+		m.Info = fmt.Sprintf("onnx: %s: vocab %d, ctx %d", filepath.Base(path), om.Vocab(), om.Context())
+		return m, nil
+	}
+
+	f, err := model.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m.closers = append(m.closers, f.Close)
+	if f.GGUF != nil {
+		m.Tokenizer, m.TokenizerErr = tokenizer.FromGGUF(f.GGUF)
+	} else {
+		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(f.Dir)
+	}
+	if m.TokenizerErr != nil {
+		m.Tokenizer = nil
+	}
+	b, err := NewBackend(o.Backend, o.Threads, o.Device)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	if o.Wrap != nil {
+		b = o.Wrap(b)
+	}
+	m.Backend = b
+	m.closers = append(m.closers, b.Close)
+	ctx := o.Context
+	if ctx <= 0 || ctx > f.Config.Context {
+		ctx = f.Config.Context
+	}
+	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress})
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.Model = lm
+	m.closers = append(m.closers, lm.Close)
+	m.Config = lm.Config()
+	m.LoadTime = time.Since(start)
+	c := m.Config
+	m.Info = fmt.Sprintf("%s (%s): %s: %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d",
+		b.Name(), b.Device(), filepath.Base(path), c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx)
+	return m, nil
+}

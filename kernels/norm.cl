@@ -1,0 +1,77 @@
+// Row-wise ops: one work-group per row, reductions in local memory.
+// Launch: global (L, n), local (L, 1); red holds L floats (argmax: L ints
+// more in redi).
+
+// rms_norm: dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
+kernel void rms_norm(global float* dst, global const float* x, global const float* w,
+		int cols, float eps, local float* red) {
+	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+	global const float* xr = x + (ulong)i * cols;
+	global float* dr = dst + (ulong)i * cols;
+	float s = 0.0f;
+	for (int k = lid; k < cols; k += ls)
+		s += xr[k] * xr[k];
+	s = wg_sum(red, s);
+	float scale = 1.0f / sqrt(s / (float)cols + eps);
+	for (int k = lid; k < cols; k += ls)
+		dr[k] = xr[k] * scale * w[k];
+}
+
+// softmax normalises each row in place, subtracting the row's maximum first
+// so that exp never overflows.
+kernel void softmax(global float* x, int cols, local float* red) {
+	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+	global float* xr = x + (ulong)i * cols;
+	float m = -INFINITY;
+	for (int k = lid; k < cols; k += ls)
+		m = fmax(m, xr[k]);
+	m = wg_max(red, m);
+	float s = 0.0f;
+	for (int k = lid; k < cols; k += ls) {
+		float e = exp(xr[k] - m);
+		xr[k] = e;
+		s += e;
+	}
+	s = wg_sum(red, s);
+	// Each work-item rescales only the elements it wrote, so no barrier.
+	float inv = 1.0f / s;
+	for (int k = lid; k < cols; k += ls)
+		xr[k] *= inv;
+}
+
+// argmax writes each row's index of its largest element, the first on ties.
+// A work-item's candidate is the first maximum of its own elements (it visits
+// them in increasing order); merging prefers the smaller index on equal
+// values. -1 marks "no element yet", so rows of -inf still give index 0.
+kernel void argmax(global int* dst, global const float* x, int cols,
+		local float* red, local int* redi) {
+	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+	global const float* xr = x + (ulong)i * cols;
+	float bv = -INFINITY;
+	int bi = -1;
+	for (int k = lid; k < cols; k += ls) {
+		float v = xr[k];
+		if (bi < 0 || v > bv) {
+			bv = v;
+			bi = k;
+		}
+	}
+	red[lid] = bv;
+	redi[lid] = bi;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int s = ls / 2; s > 0; s >>= 1) {
+		if (lid < s) {
+			float ov = red[lid + s];
+			int oi = redi[lid + s];
+			float sv = red[lid];
+			int si = redi[lid];
+			if (oi >= 0 && (si < 0 || ov > sv || (ov == sv && oi < si))) {
+				red[lid] = ov;
+				redi[lid] = oi;
+			}
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	if (lid == 0)
+		dst[i] = redi[0];
+}

@@ -1,0 +1,201 @@
+package layers_test
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/internal/fidelity"
+	"github.com/glint-llm/glint/layers"
+	"github.com/glint-llm/glint/model"
+	"github.com/glint-llm/glint/model/synth"
+	"github.com/glint-llm/glint/tokenizer"
+)
+
+// load opens a model file on a fresh CPU backend.
+func load(t testing.TB, path string, o layers.Options) *layers.Model {
+	t.Helper()
+	f, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	b := cpu.New(2)
+	t.Cleanup(func() { b.Close() })
+	m, err := layers.Load(b, f.Config, f.Source, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func greedy(t testing.TB, m engine.Model, prompt []int32, n int) []int32 {
+	t.Helper()
+	tm, err := engine.Generate(m, prompt, engine.Options{MaxTokens: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.Generated
+}
+
+// stories260K against an independent float64 implementation of the forward
+// pass: F32 weights and F32 arithmetic differ from float64 by accumulated
+// rounding only, well inside 1e-4 on logits of magnitude ~10.
+func TestStories260KReference(t *testing.T) {
+	ref := fidelity.StoriesRef(t)
+	m := load(t, ref.Path, layers.Options{Context: 512})
+	logits := make([]float32, m.Vocab())
+	for pos, want := range ref.Logits {
+		if err := m.Eval(ref.IDs[pos : pos+1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Logits(logits); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if d := math.Abs(float64(logits[i] - want[i])); d > 1e-4 {
+				t.Fatalf("position %d logit %d: %g, want %g (|Δ| %g > 1e-4)", pos, i, logits[i], want[i], d)
+			}
+		}
+	}
+	m.Reset()
+	got := greedy(t, m, ref.IDs[:1], ref.NGenerat)
+	want := ref.IDs[1:]
+	for i := range want {
+		if i >= len(got) || got[i] != want[i] {
+			t.Fatalf("greedy ids diverge at step %d:\ngot  %v\nwant %v", i, got, want)
+		}
+	}
+}
+
+// Every llama.cpp record: the tokenizer gives its prompt ids and greedy
+// decoding its generated ids (near-ties excepted, see fidelity.NearTie).
+func TestLlamaCppGreedy(t *testing.T) {
+	for _, rec := range fidelity.LlamaCpp(t) {
+		t.Run(rec.Model, func(t *testing.T) {
+			path := rec.Path(t)
+			f, err := model.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			tok, err := tokenizer.FromGGUF(f.GGUF)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids := tok.Encode(rec.Prompt, true); !equal(ids, rec.PromptIDs) {
+				t.Fatalf("prompt ids %v, want %v", ids, rec.PromptIDs)
+			}
+			m := load(t, path, layers.Options{Context: 256})
+			got := greedy(t, m, rec.PromptIDs, rec.NPredict)
+			if msg := rec.CheckGreedy(got); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}
+
+// synthModel writes a synthetic model of the given shape and type.
+func synthModel(t testing.TB, shape, typ string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), shape+"-"+typ+".gguf")
+	if err := synth.WriteGGUF(p, synth.Options{Shape: shape, Type: typ, Seed: 5, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Prefill of a whole prompt, in one call or in chunks, and the same prompt
+// fed token by token compute the same function; only the order of
+// floating-point sums differs (batched vs single-row kernels).
+func TestPrefillEqualsTokenByToken(t *testing.T) {
+	prompt := []int32{1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 11}
+	for _, tc := range []struct {
+		typ   string
+		batch int
+	}{{"F32", 0}, {"F32", 4}, {"F16", 0}, {"Q8_0", 0}, {"Q4_0", 3}} {
+		t.Run(tc.typ, func(t *testing.T) {
+			path := synthModel(t, "tiny", tc.typ)
+			whole := load(t, path, layers.Options{Context: 64, Batch: tc.batch})
+			single := load(t, path, layers.Options{Context: 64})
+			if err := whole.Eval(prompt); err != nil {
+				t.Fatal(err)
+			}
+			for i := range prompt {
+				if err := single.Eval(prompt[i : i+1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, b := make([]float32, whole.Vocab()), make([]float32, whole.Vocab())
+			whole.Logits(a)
+			single.Logits(b)
+			var num, den float64
+			for i := range a {
+				num = math.Max(num, math.Abs(float64(a[i]-b[i])))
+				den = math.Max(den, math.Abs(float64(b[i])))
+			}
+			if rel := num / den; rel > 1e-5 {
+				t.Fatalf("max |Δlogit| / max |logit| = %g > 1e-5", rel)
+			}
+			ga, gb := greedy(t, whole, []int32{9}, 8), greedy(t, single, []int32{9}, 8)
+			if !equal(ga, gb) {
+				t.Fatalf("greedy continuations differ: %v vs %v", ga, gb)
+			}
+		})
+	}
+}
+
+// ForwardGen must not allocate: a token's whole path (id in, layers, head,
+// argmax out) runs on buffers made at load.
+func TestGenerateZeroAllocs(t *testing.T) {
+	m := load(t, synthModel(t, "tiny", "Q4_0"), layers.Options{Context: 256})
+	if err := m.Eval([]int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	tok := []int32{4}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := m.Eval(tok); err != nil {
+			t.Fatal(err)
+		}
+		id, err := m.Argmax()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok[0] = id
+	})
+	if allocs != 0 {
+		t.Fatalf("%v heap allocations per generated token, want 0", allocs)
+	}
+}
+
+func TestContextOverflow(t *testing.T) {
+	m := load(t, synthModel(t, "tiny", "F32"), layers.Options{Context: 8})
+	if err := m.Eval(make([]int32, 9)); !errors.Is(err, layers.ErrContext) {
+		t.Fatalf("9 tokens in a context of 8: err = %v, want ErrContext", err)
+	}
+	if err := m.Eval([]int32{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Eval([]int32{1}); !errors.Is(err, layers.ErrContext) {
+		t.Fatalf("token past a full cache: err = %v, want ErrContext", err)
+	}
+	if err := m.Eval([]int32{int32(m.Vocab())}); err == nil {
+		t.Fatal("out-of-range token id accepted")
+	}
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

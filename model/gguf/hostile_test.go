@@ -1,0 +1,166 @@
+package gguf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+)
+
+// hostileCases are malformed files, each with the error it must produce.
+func hostileCases() []struct {
+	name string
+	data []byte
+	want string
+} {
+	kv1 := func() *enc { return header(3, 0, 1) }
+	align := func(write func(e *enc)) []byte {
+		e := kv1().str("general.alignment")
+		write(e)
+		return e.b
+	}
+	// oneTensor is a file with one tensor info and 32 bytes of data.
+	oneTensor := func(dims []uint64, typ uint32, off uint64) []byte {
+		e := header(3, 1, 0).tensorInfo("t", dims, typ, off)
+		return e.pad(32).raw(make([]byte, 32)...).b
+	}
+	nest := kv1().str("k").u32(9)
+	for range maxDepth {
+		nest.u32(9).u64(1)
+	}
+	nest.u32(4).u64(0)
+
+	pastEnd := header(3, 1, 0).tensorInfo("blk.0.attn_q.weight", []uint64{8}, 0, 32)
+	dataOff := (len(pastEnd.b) + 31) / 32 * 32
+	pastEnd.pad(32).raw(make([]byte, 32)...)
+
+	return []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"wrong magic", append([]byte("GGML"), header(3, 0, 0).b[4:]...), `not a GGUF file: magic "GGML"`},
+		{"version 1", header(1, 0, 0).b, "GGUF version 1 is not supported"},
+		{"version 4", header(4, 0, 0).b, "unsupported GGUF version 4"},
+		{"big-endian", (&enc{b: []byte("GGUF")}).raw(0, 0, 0, 3).u64(0).u64(0).b, "big-endian GGUF (version 3)"},
+		{"huge n_kv", header(3, 0, 1<<60).b, "1152921504606846976 metadata pairs and 0 tensors cannot fit in the 0 bytes left"},
+		{"huge n_tensors", header(3, 1<<62, 0).raw(make([]byte, 100)...).b, "4611686018427387904 tensors cannot fit"},
+		{"huge key length", kv1().u64(1 << 63).raw(make([]byte, 20)...).b, "metadata pair 0: key: string of 9223372036854775808 bytes: unexpected end of file"},
+		{"huge string value", kv1().str("k").u32(8).u64(1 << 63).b, `key "k": string of 9223372036854775808 bytes: unexpected end of file: 9223372036854775808 bytes needed at offset 45 (size 45)`},
+		{"2^60 strings", kv1().str("tokenizer.ggml.tokens").u32(9).u32(8).u64(1 << 60).str("a").b, `key "tokenizer.ggml.tokens": array of 1152921504606846976 STRING at offset 69 cannot fit in the 9 bytes left`},
+		{"2^62 uint64s", kv1().str("k").u32(9).u32(10).u64(1 << 62).u64(0).b, "array of 4611686018427387904 UINT64"},
+		{"2^61 arrays", kv1().str("k").u32(9).u32(9).u64(1 << 61).u64(0).b, "array of 2305843009213693952 ARRAY"},
+		{"long string in array", kv1().str("k").u32(9).u32(8).u64(2).str("a").u64(1 << 40).b, `key "k": array element 1: string of 1099511627776 bytes: unexpected end of file`},
+		{"unknown value type", kv1().str("k").u32(13).u32(0).b, `key "k": unknown value type 13`},
+		{"unknown element type", kv1().str("k").u32(9).u32(99).u64(0).b, `key "k": array of unknown element type 99`},
+		{"nested too deep", nest.b, "arrays nested more than 8 deep"},
+		{"duplicate key", header(3, 0, 2).str("a").u32(0).u8(1).str("a").u32(0).u8(2).b, `key "a": duplicate (pair 1 at offset 38)`},
+		{"alignment 0", align(func(e *enc) { e.u32(4).u32(0) }), `key "general.alignment": 0 is not a power of two`},
+		{"alignment 48", align(func(e *enc) { e.u32(4).u32(48) }), `key "general.alignment": 48 is not a power of two`},
+		{"alignment negative", align(func(e *enc) { e.u32(5).u32(0xffffffe0) }), `key "general.alignment": INT32 -32 is not an unsigned integer`},
+		{"alignment string", align(func(e *enc) { e.u32(8).str("32") }), `key "general.alignment": STRING 32 is not an unsigned integer`},
+		{"alignment 2^31", align(func(e *enc) { e.u32(4).u32(1 << 31) }), "2147483648 is too large"},
+		{"5 dims", oneTensor([]uint64{1, 1, 1, 1, 1}, 0, 0), `tensor "t": 5 dimensions, at most 4 are supported`},
+		{"unsupported type", oneTensor([]uint64{32}, 3, 0), `tensor "t": unsupported tensor type ggml_type(3)`},
+		{"type past the table", oneTensor([]uint64{32}, 1<<31, 0), `tensor "t": unsupported tensor type ggml_type(2147483648)`},
+		{"partial block", oneTensor([]uint64{33}, 2, 0), `tensor "t": dims [33]: dtype: Q4_0 row of 33 elements is not a multiple of the block size 32`},
+		{"size overflow", oneTensor([]uint64{1 << 40, 1 << 40}, 0, 0), `tensor "t": dims [1099511627776 1099511627776]: dtype: F32 tensor [1099511627776 1099511627776] overflows`},
+		{"dim past int", oneTensor([]uint64{1, 1 << 63}, 0, 0), `tensor "t": dimension 1 is 9223372036854775808`},
+		{"misaligned offset", oneTensor([]uint64{4}, 0, 4), `tensor "t": offset 4 is not a multiple of the alignment 32`},
+		{"offset past end", pastEnd.b, fmt.Sprintf(`tensor "blk.0.attn_q.weight": data [%d, %d) past end of file (size %d)`, dataOff+32, dataOff+64, dataOff+32)},
+		{"huge offset", oneTensor([]uint64{4}, 0, 1<<64-32), `past end of file`},
+		{"huge name", header(3, 1, 0).u64(1 << 62).raw(make([]byte, 30)...).b, "tensor 0: name: string of 4611686018427387904 bytes"},
+		{"duplicate tensor", header(3, 2, 0).tensorInfo("t", []uint64{4}, 0, 0).tensorInfo("t", []uint64{4}, 0, 0).pad(32).raw(make([]byte, 32)...).b, `tensor "t": duplicate name`},
+	}
+}
+
+func TestHostile(t *testing.T) {
+	for _, c := range hostileCases() {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse(c.data)
+			if err == nil {
+				t.Fatalf("parsed: %+v", f)
+			}
+			if !strings.HasPrefix(err.Error(), "gguf: <buffer>: ") || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %q\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestTruncationIsUnexpectedEOF(t *testing.T) {
+	data := sampleFile(t)
+	f, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut inside the metadata: the error says so in errors.Is terms too.
+	for n := 0; n < int(f.DataOffset)-32; n += 7 {
+		if _, err := Parse(data[:n]); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("prefix %d: %v does not wrap io.ErrUnexpectedEOF", n, err)
+		}
+	}
+}
+
+// TestEdgesAccepted covers unusual files that are valid.
+func TestEdgesAccepted(t *testing.T) {
+	deep := header(3, 0, 1).str("k").u32(9)
+	for range maxDepth - 1 {
+		deep.u32(9).u64(1)
+	}
+	deep.u32(4).u64(0)
+	cases := []struct {
+		name string
+		data []byte
+		test func(*File) error
+	}{
+		{"version 2", header(2, 0, 0).b, func(f *File) error {
+			if f.Version != 2 {
+				return fmt.Errorf("version %d", f.Version)
+			}
+			return nil
+		}},
+		{"arrays 8 deep", deep.b, func(f *File) error {
+			v, _ := f.Get("k")
+			for d := 1; v.Type == TypeArray && v.Elem == TypeArray; d++ {
+				a, _ := v.Array()
+				v = a[0]
+			}
+			if v.Elem != TypeUint32 || v.Len() != 0 {
+				return fmt.Errorf("innermost %v", v.describe())
+			}
+			return nil
+		}},
+		{"zero-size tensor at end", header(3, 1, 0).tensorInfo("z", []uint64{0, 5}, 0, 0).pad(32).b, func(f *File) error {
+			d, ti, err := f.TensorData("z")
+			if err != nil || len(d) != 0 || ti.Size != 0 {
+				return fmt.Errorf("%v %d %+v", err, len(d), ti)
+			}
+			return nil
+		}},
+		{"vocab-only without trailing padding", header(3, 0, 1).str("a").u32(0).u8(9).b, func(f *File) error {
+			if f.DataOffset != 64 || f.Size != 38 {
+				return fmt.Errorf("data offset %d size %d", f.DataOffset, f.Size)
+			}
+			return nil
+		}},
+		{"alignment as UINT64", header(3, 1, 1).str("general.alignment").u32(10).u64(64).tensorInfo("t", []uint64{2}, 0, 0).pad(64).raw(make([]byte, 8)...).b, func(f *File) error {
+			if f.Alignment != 64 || f.DataOffset != 128 {
+				return fmt.Errorf("alignment %d data offset %d", f.Alignment, f.DataOffset)
+			}
+			return nil
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse(c.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.test(f); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

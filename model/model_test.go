@@ -1,0 +1,275 @@
+package model_test
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/internal/shared"
+	"github.com/glint-llm/glint/model"
+	"github.com/glint-llm/glint/model/gguf"
+)
+
+func TestNames(t *testing.T) {
+	for _, tc := range []struct{ hf, gguf string }{
+		{"model.embed_tokens.weight", "token_embd.weight"},
+		{"model.norm.weight", "output_norm.weight"},
+		{"lm_head.weight", "output.weight"},
+		{"model.layers.0.input_layernorm.weight", "blk.0.attn_norm.weight"},
+		{"model.layers.15.self_attn.q_proj.weight", "blk.15.attn_q.weight"},
+		{"model.layers.3.self_attn.k_proj.weight", "blk.3.attn_k.weight"},
+		{"model.layers.3.self_attn.v_proj.weight", "blk.3.attn_v.weight"},
+		{"model.layers.3.self_attn.o_proj.weight", "blk.3.attn_output.weight"},
+		{"model.layers.7.post_attention_layernorm.weight", "blk.7.ffn_norm.weight"},
+		{"model.layers.7.mlp.gate_proj.weight", "blk.7.ffn_gate.weight"},
+		{"model.layers.7.mlp.up_proj.weight", "blk.7.ffn_up.weight"},
+		{"model.layers.120.mlp.down_proj.weight", "blk.120.ffn_down.weight"},
+	} {
+		if g, ok := model.GGUFName(tc.hf); !ok || g != tc.gguf {
+			t.Errorf("GGUFName(%q) = %q, %v; want %q", tc.hf, g, ok, tc.gguf)
+		}
+		if h, ok := model.HFName(tc.gguf); !ok || h != tc.hf {
+			t.Errorf("HFName(%q) = %q, %v; want %q", tc.gguf, h, ok, tc.hf)
+		}
+	}
+	for _, bad := range []string{"", "model.layers.x.mlp.up_proj.weight", "model.layers.01.mlp.up_proj.weight",
+		"model.layers.-1.mlp.up_proj.weight", "model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.0", "blk.0.attn_q.weight"} {
+		if g, ok := model.GGUFName(bad); ok {
+			t.Errorf("GGUFName(%q) = %q, want no mapping", bad, g)
+		}
+	}
+	if h, ok := model.HFName("rope_freqs.weight"); ok {
+		t.Errorf("HFName(rope_freqs.weight) = %q, want none (HF derives it from config)", h)
+	}
+}
+
+// rows builds an [n, 1] F32 tensor whose row r holds r.
+func rows(n int) []byte {
+	b := make([]byte, 4*n)
+	for r := 0; r < n; r++ {
+		binary.LittleEndian.PutUint32(b[4*r:], math.Float32bits(float32(r)))
+	}
+	return b
+}
+
+func rowOrder(b []byte) []int {
+	out := make([]int, len(b)/4)
+	for i := range out {
+		out[i] = int(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	return out
+}
+
+func TestPermuteQK(t *testing.T) {
+	// Expected orders worked out by hand from
+	// w.reshape(n_head, 2, hd/2, in).swapaxes(1, 2).reshape(...).
+	for _, tc := range []struct {
+		rows, heads int
+		want        []int
+	}{
+		{4, 1, []int{0, 2, 1, 3}},
+		{12, 2, []int{0, 3, 1, 4, 2, 5, 6, 9, 7, 10, 8, 11}},
+		{8, 1, []int{0, 4, 1, 5, 2, 6, 3, 7}},
+	} {
+		p, err := model.PermuteQK(rows(tc.rows), tc.rows, tc.heads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rowOrder(p); !slices.Equal(got, tc.want) {
+			t.Errorf("PermuteQK(%d rows, %d heads) order %v, want %v", tc.rows, tc.heads, got, tc.want)
+		}
+		u, err := model.UnpermuteQK(p, tc.rows, tc.heads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rowOrder(u); !slices.Equal(got, rowOrder(rows(tc.rows))) {
+			t.Errorf("UnpermuteQK did not invert: %v", got)
+		}
+	}
+	for _, tc := range []struct{ n, rows, heads int }{{12, 3, 1}, {16, 4, 0}, {10, 4, 1}, {0, 0, 1}} {
+		if _, err := model.PermuteQK(make([]byte, tc.n), tc.rows, tc.heads); err == nil {
+			t.Errorf("PermuteQK(%d bytes, %d rows, %d heads) accepted", tc.n, tc.rows, tc.heads)
+		}
+	}
+}
+
+// TestPermuteQKRoPE checks what the permutation is for: rotating a head's
+// Hugging Face query with NeoX pairs (i, i+d/2) and permuting gives the same
+// vector as permuting first and rotating adjacent pairs (2i, 2i+1).
+func TestPermuteQKRoPE(t *testing.T) {
+	const hd, heads, pos = 8, 2, 5
+	q := make([]float32, hd*heads)
+	for i := range q {
+		q[i] = float32(i*7%11) - 5
+	}
+	rot := func(x []float32, a, b, i int) {
+		th := float64(pos) * math.Pow(10000, -2*float64(i)/hd)
+		c, s := float32(math.Cos(th)), float32(math.Sin(th))
+		x[a], x[b] = x[a]*c-x[b]*s, x[a]*s+x[b]*c
+	}
+	asRows := func(v []float32) []byte {
+		b := make([]byte, 4*len(v))
+		dtype.QuantizeRow(dtype.F32, b, v)
+		return b
+	}
+	neox := slices.Clone(q)
+	for h := 0; h < heads; h++ {
+		for i := 0; i < hd/2; i++ {
+			rot(neox, h*hd+i, h*hd+i+hd/2, i)
+		}
+	}
+	want, _ := model.PermuteQK(asRows(neox), hd*heads, heads)
+	pq, _ := model.PermuteQK(asRows(q), hd*heads, heads)
+	adj := make([]float32, len(q))
+	dtype.DequantizeRow(dtype.F32, adj, pq)
+	for h := 0; h < heads; h++ {
+		for i := 0; i < hd/2; i++ {
+			rot(adj, h*hd+2*i, h*hd+2*i+1, i)
+		}
+	}
+	if got := asRows(adj); !slices.Equal(got, want) {
+		t.Errorf("adjacent RoPE of permuted q ≠ permuted NeoX RoPE of q")
+	}
+}
+
+// TestLlama3RopeFreqs compares with the rope_freqs.weight that
+// convert_hf_to_gguf.py's computation wrote into the staged files (head dims
+// 16 and 64, theta 500000, Llama 3.2 scaling), and, for the staged Llama
+// 3.2 1B config, with a float64 evaluation of the same formula.
+func TestLlama3RopeFreqs(t *testing.T) {
+	scaling := model.RopeScaling{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
+	for _, tc := range []struct {
+		file string
+		dims int
+	}{
+		{"llama3-tiny/llama3-tiny-F16.gguf", 16},
+		{"llama3-small/llama3-small-Q4_0.gguf", 64},
+	} {
+		f, err := gguf.Open(shared.Models(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		td, err := f.Tensor("rope_freqs.weight")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, tc.dims/2)
+		dtype.DequantizeRow(td.Type, want, td.Data)
+		f.Close()
+		got := model.Llama3RopeFreqs(tc.dims, 500000, scaling)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, file has %v", tc.file, got, want)
+		}
+	}
+	if got := model.Llama3RopeFreqs(16, 500000, scaling); math.Abs(float64(got[4])-3.292263) > 1e-6 || got[3] != 1 || got[5] != 32 {
+		t.Errorf("head dim 16: %v", got)
+	}
+
+	cj, err := os.ReadFile(shared.Models(t, "llama3.2-1b-hf/config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := model.ParseHFConfig(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok, err := h.Llama3Scaling()
+	if err != nil || !ok || s != scaling {
+		t.Fatalf("1B rope scaling %+v %v %v", s, ok, err)
+	}
+	got := model.Llama3RopeFreqs(*h.HeadDim, *h.RopeTheta, s)
+	if len(got) != 32 {
+		t.Fatalf("%d freqs", len(got))
+	}
+	for i, g := range got {
+		freq := math.Pow(*h.RopeTheta, -float64(2*i)/64)
+		wl := 2 * math.Pi / freq
+		want := 1.0
+		switch {
+		case wl < 8192/4.0:
+		case wl > 8192/1.0:
+			want = 32
+		default:
+			sm := (8192/wl - 1) / 3
+			want = 1 / ((1-sm)/32 + sm)
+		}
+		if math.Abs(float64(g)-want) > 1e-5*want {
+			t.Errorf("1B freq %d = %v, float64 formula %v", i, g, want)
+		}
+	}
+}
+
+func TestConfigFromHF(t *testing.T) {
+	cj, err := os.ReadFile(shared.Models(t, "llama3.2-1b-hf/config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := model.ConfigFromHF(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := model.Config{Arch: "llama", NLayer: 16, NEmbd: 2048, NHead: 32, NHeadKV: 8, HeadDim: 64, NFF: 8192,
+		Vocab: 128256, Context: 131072, RMSEps: 1e-5, RopeTheta: 500000, RopeDims: 64, RopeNeoX: true,
+		HasRopeFreqs: true, TiedEmbeddings: true}
+	if c != want {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+	gemma, err := os.ReadFile(shared.Models(t, "gemma-3-270m-it-hf/config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, json, want string
+	}{
+		{"gemma", string(gemma), "Gemma3ForCausalLM"},
+		{"not json", "{", "config.json"},
+		{"yarn", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"rope_scaling":{"rope_type":"yarn","factor":4}}`, `"yarn" is not supported`},
+		{"gqa", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":3,"intermediate_size":8}`, "not a multiple of 3 KV heads"},
+		{"no layers", `{"model_type":"llama","hidden_size":64,"num_attention_heads":4,"intermediate_size":8}`, "layers = 0"},
+		{"bad llama3", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"rope_scaling":{"rope_type":"llama3","factor":8,"low_freq_factor":4,"high_freq_factor":1}}`, "invalid llama3 rope_scaling"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := model.ConfigFromHF([]byte(tc.json))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	// Defaults: no head_dim, kv heads, theta, eps, context or vocab.
+	c, err = model.ConfigFromHF([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HeadDim != 16 || c.NHeadKV != 4 || c.RopeTheta != 10000 || c.RMSEps != 1e-6 || c.Context != 2048 || c.Vocab != 32000 || c.HasRopeFreqs || c.TiedEmbeddings {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := model.Config{Arch: "llama", NLayer: 1, NEmbd: 8, NHead: 4, NHeadKV: 2, HeadDim: 2, NFF: 8, Vocab: 4, Context: 4, RMSEps: 1e-5, RopeTheta: 1e4, RopeDims: 2}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *model.Config)
+		want string
+	}{
+		{"gqa", func(c *model.Config) { c.NHeadKV = 3 }, "not a multiple"},
+		{"odd rope", func(c *model.Config) { c.RopeDims = 1 }, "rope dims 1"},
+		{"rope past head", func(c *model.Config) { c.RopeDims = 4 }, "rope dims 4"},
+		{"zero vocab", func(c *model.Config) { c.Vocab = 0 }, "vocab = 0"},
+		{"nan eps", func(c *model.Config) { c.RMSEps = float32(math.NaN()) }, "epsilon"},
+		{"zero theta", func(c *model.Config) { c.RopeTheta = 0 }, "theta"},
+	} {
+		c := good
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,474 @@
+// Package synth writes deterministic random-weight Llama models of named
+// shapes, as GGUF files (any glint storage type, with llama.cpp's
+// quantisation mix) and as Hugging Face folders (config.json plus
+// safetensors). Tests, demos and benchmarks use them where no real model of
+// the right size can be shipped. The same options always give the same bytes,
+// and the GGUF and Hugging Face forms of one seed hold the same weights
+// (the GGUF's Q and K rows permuted as convert_hf_to_gguf.py does).
+package synth
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/model"
+	"github.com/glint-llm/glint/model/gguf"
+	"github.com/glint-llm/glint/model/safetensors"
+)
+
+// Options select what to write.
+type Options struct {
+	Shape string // a key of Shapes
+	// Type is the storage: "F32", "F16", "BF16", "Q8_0", "Q4_0" (llama.cpp's
+	// default Q4_0 mix: the output matrix — the token embedding when tied —
+	// is Q6_K when its rows are whole 256-blocks, else Q8_0) or "Q4_0-pure"
+	// (Q4_0 everywhere). 1-D tensors are always F32. Default "F32".
+	Type string
+	Seed uint64
+	Std  float32 // weight standard deviation, default 0.02
+	// VocabGGUF, if set, is a GGUF file whose tokenizer.* metadata is
+	// copied; its token count sets the vocabulary size. Otherwise a small
+	// built-in byte-level BPE vocabulary is generated.
+	VocabGGUF string
+	// Progress, if set, is called as tensor bytes are produced.
+	Progress func(done, total int64)
+}
+
+// plan is a resolved set of options.
+type plan struct {
+	o     Options
+	shape Shape
+	cfg   model.Config
+	std   float32
+	// weight, embed and output are the storage types of layer matrices, of
+	// token_embd and of the output matrix (token_embd when tied).
+	weight, embed, output dtype.Type
+	fileType              uint32
+}
+
+// llama.cpp's general.file_type values (enum llama_ftype).
+var fileTypes = map[string]uint32{"F32": 0, "F16": 1, "Q4_0": 2, "Q4_0-pure": 2, "Q8_0": 7, "BF16": 32}
+
+func newPlan(o Options, vocabSize int) (*plan, error) {
+	s, err := LookupShape(o.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if o.Type == "" {
+		o.Type = "F32"
+	}
+	p := &plan{o: o, shape: s, std: o.Std}
+	if p.std == 0 {
+		p.std = 0.02
+	}
+	if !(p.std > 0) || math.IsInf(float64(p.std), 0) {
+		return nil, fmt.Errorf("synth: standard deviation %g must be positive", p.std)
+	}
+	ft, ok := fileTypes[o.Type]
+	if !ok {
+		return nil, fmt.Errorf("synth: unknown type %q (want F32, F16, BF16, Q8_0, Q4_0 or Q4_0-pure)", o.Type)
+	}
+	p.fileType = ft
+	p.cfg = s.Config()
+	if vocabSize > 0 {
+		p.cfg.Vocab = vocabSize
+	}
+	switch o.Type {
+	case "Q4_0-pure":
+		p.weight, p.embed, p.output = dtype.Q4_0, dtype.Q4_0, dtype.Q4_0
+	case "Q4_0":
+		p.weight, p.embed, p.output = dtype.Q4_0, dtype.Q4_0, dtype.Q6_K
+		if p.cfg.NEmbd%dtype.QK_K != 0 {
+			p.output = dtype.Q8_0 // llama-quantize's fallback
+		}
+	default:
+		t, _ := dtype.Parse(o.Type)
+		p.weight, p.embed, p.output = t, t, t
+	}
+	if p.cfg.TiedEmbeddings {
+		p.embed = p.output
+	}
+	for _, t := range []dtype.Type{p.weight, p.embed, p.output} {
+		for _, n := range []int{p.cfg.NEmbd, p.cfg.NFF, p.cfg.NHead * p.cfg.HeadDim} {
+			if _, err := t.RowBytes(n); err != nil {
+				return nil, fmt.Errorf("synth: shape %q cannot be stored as %s: %w", s.Name, o.Type, err)
+			}
+		}
+	}
+	return p, p.cfg.Validate()
+}
+
+// typeOf is the storage type of a GGUF tensor.
+func (p *plan) typeOf(name string, shape []int) dtype.Type {
+	switch {
+	case len(shape) == 1:
+		return dtype.F32
+	case name == "token_embd.weight":
+		return p.embed
+	case name == "output.weight":
+		return p.output
+	}
+	return p.weight
+}
+
+// qkHeads returns the number of heads whose rows GGUF permutes in the named
+// tensor, or 0 for tensors stored as generated.
+func (p *plan) qkHeads(name string) int {
+	switch {
+	case strings.HasSuffix(name, ".attn_q.weight"):
+		return p.cfg.NHead
+	case strings.HasSuffix(name, ".attn_k.weight"):
+		return p.cfg.NHeadKV
+	}
+	return 0
+}
+
+// row fills dst with row r of the named tensor in Hugging Face order. Each
+// row has its own PCG stream, keyed by the seed, the tensor's GGUF name and
+// the row, so rows can be made in any order and in parallel, and the GGUF
+// and Hugging Face writers agree. Norms are 1 plus noise, so that a backend
+// that ignores a norm's weights is caught.
+func (p *plan) row(name string, r int, dst []float32, isNorm bool) {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	rng := rand.New(rand.NewPCG(p.o.Seed, h.Sum64()^uint64(r)*0x9E3779B97F4A7C15))
+	for i := range dst {
+		v := float32(rng.NormFloat64()) * p.std
+		if isNorm {
+			v += 1
+		}
+		dst[i] = v
+	}
+}
+
+// tensorWriter returns the function that streams a tensor's bytes: rows
+// are generated and quantised in parallel chunks and written in order.
+func (p *plan) tensorWriter(name string, shape []int, dt dtype.Type, ggufOrder bool, progress func(int64)) func(io.Writer) error {
+	rows, cols := 1, shape[len(shape)-1]
+	if len(shape) == 2 {
+		rows = shape[0]
+	}
+	isNorm := len(shape) == 1 && name != "rope_freqs.weight"
+	heads := 0
+	if ggufOrder {
+		heads = p.qkHeads(name)
+	}
+	if name == "rope_freqs.weight" {
+		freqs := model.Llama3RopeFreqs(p.cfg.RopeDims, float64(p.cfg.RopeTheta), llama3Scaling)
+		return func(w io.Writer) error {
+			b := make([]byte, 4*len(freqs))
+			dtype.QuantizeRow(dtype.F32, b, freqs)
+			progress(int64(len(b)))
+			_, err := w.Write(b)
+			return err
+		}
+	}
+	return func(w io.Writer) error {
+		rb, err := dt.RowBytes(cols)
+		if err != nil {
+			return err
+		}
+		src := func(g int) int { return g }
+		if heads > 0 {
+			// GGUF row g of head h holds Hugging Face row h·hd + j·hd/2 + i
+			// where g = h·hd + 2i + j (model.PermuteQK).
+			hd := rows / heads
+			src = func(g int) int {
+				h, k := g/hd, g%hd
+				return h*hd + (k%2)*(hd/2) + k/2
+			}
+		}
+		return parallelRows(w, rows, rb, func(r int, dst []byte, scratch []float32) {
+			p.row(name, src(r), scratch[:cols], isNorm)
+			dtype.QuantizeRow(dt, dst, scratch[:cols])
+		}, cols, progress)
+	}
+}
+
+// parallelRows produces rows·rowBytes bytes with fill, in chunks of about
+// 1 MiB spread over the CPUs, writing the chunks to w in order. At most two
+// chunks per worker are in flight, so memory stays bounded.
+func parallelRows(w io.Writer, rows, rowBytes int, fill func(r int, dst []byte, scratch []float32), cols int, progress func(int64)) error {
+	chunkRows := max(1, (1<<20)/max(1, rowBytes))
+	nChunks := (rows + chunkRows - 1) / chunkRows
+	workers := runtime.GOMAXPROCS(0)
+	type chunk struct {
+		buf  []byte
+		done chan struct{}
+	}
+	chunks := make(chan *chunk, 2*workers)
+	type job struct {
+		c  int
+		ch *chunk
+	}
+	jobs := make(chan job)
+	go func() {
+		// The writer sees each chunk, in order, before a worker does.
+		for c := 0; c < nChunks; c++ {
+			ch := &chunk{done: make(chan struct{})}
+			chunks <- ch
+			jobs <- job{c, ch}
+		}
+		close(jobs)
+	}()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			scratch := make([]float32, cols)
+			for j := range jobs {
+				c, ch := j.c, j.ch
+				if !stop.Load() {
+					r0, r1 := c*chunkRows, min(rows, (c+1)*chunkRows)
+					ch.buf = make([]byte, (r1-r0)*rowBytes)
+					for r := r0; r < r1; r++ {
+						fill(r, ch.buf[(r-r0)*rowBytes:(r-r0+1)*rowBytes], scratch)
+					}
+				}
+				close(ch.done)
+			}
+		}()
+	}
+	var err error
+	for range nChunks {
+		ch := <-chunks
+		<-ch.done
+		if err == nil {
+			_, err = w.Write(ch.buf)
+			progress(int64(len(ch.buf)))
+			if err != nil {
+				stop.Store(true)
+			}
+		}
+		ch.buf = nil
+	}
+	wg.Wait()
+	return err
+}
+
+// progressFunc adapts Options.Progress to a running byte count.
+func progressFunc(o Options, total int64) func(int64) {
+	var done atomic.Int64
+	return func(n int64) {
+		d := done.Add(n)
+		if o.Progress != nil {
+			o.Progress(d, total)
+		}
+	}
+}
+
+// WriteGGUF writes a llama GGUF file with random weights. Tensor data is
+// generated while the file is written, so memory use does not grow with the
+// model.
+func WriteGGUF(path string, o Options) error {
+	var voc *vocab
+	var vocabKV []gguf.KV
+	vocabSize := 0
+	if o.VocabGGUF != "" {
+		vf, err := gguf.Open(o.VocabGGUF)
+		if err != nil {
+			return fmt.Errorf("synth: vocabulary: %w", err)
+		}
+		for _, kv := range vf.KV {
+			if strings.HasPrefix(kv.Key, "tokenizer.") {
+				vocabKV = append(vocabKV, kv)
+			}
+		}
+		if v, ok := vf.Get("tokenizer.ggml.tokens"); ok {
+			vocabSize = v.Len()
+		}
+		vf.Close()
+		if vocabSize == 0 {
+			return fmt.Errorf("synth: vocabulary %s has no tokenizer.ggml.tokens", o.VocabGGUF)
+		}
+	}
+	p, err := newPlan(o, vocabSize)
+	if err != nil {
+		return err
+	}
+	if o.VocabGGUF == "" {
+		if voc, err = builtinVocab(p.cfg.Vocab); err != nil {
+			return err
+		}
+	}
+	w := gguf.NewWriter()
+	c := p.cfg
+	kvs := []struct {
+		k string
+		v any
+	}{
+		{"general.architecture", "llama"},
+		{"general.name", "glint synth " + p.shape.Name},
+		{"general.file_type", p.fileType},
+		{"llama.block_count", uint32(c.NLayer)},
+		{"llama.context_length", uint32(c.Context)},
+		{"llama.embedding_length", uint32(c.NEmbd)},
+		{"llama.feed_forward_length", uint32(c.NFF)},
+		{"llama.attention.head_count", uint32(c.NHead)},
+		{"llama.attention.head_count_kv", uint32(c.NHeadKV)},
+		{"llama.rope.freq_base", c.RopeTheta},
+		{"llama.attention.layer_norm_rms_epsilon", c.RMSEps},
+		{"llama.attention.key_length", uint32(c.HeadDim)},
+		{"llama.attention.value_length", uint32(c.HeadDim)},
+		{"llama.rope.dimension_count", uint32(c.RopeDims)},
+		{"llama.vocab_size", uint32(c.Vocab)},
+	}
+	if p.weight.Quantized() {
+		kvs = append(kvs, struct {
+			k string
+			v any
+		}{"general.quantization_version", uint32(2)})
+	}
+	for _, kv := range kvs {
+		if err := w.Add(kv.k, kv.v); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if voc != nil {
+		for _, kv := range []struct {
+			k string
+			v any
+		}{
+			{"tokenizer.ggml.model", "gpt2"},
+			{"tokenizer.ggml.pre", "llama-bpe"},
+			{"tokenizer.ggml.tokens", voc.tokens},
+			{"tokenizer.ggml.token_type", voc.types},
+			{"tokenizer.ggml.merges", voc.merges},
+			{"tokenizer.ggml.bos_token_id", voc.bos},
+			{"tokenizer.ggml.eos_token_id", voc.eos},
+			{"tokenizer.ggml.eot_token_id", voc.eot},
+			{"tokenizer.ggml.add_bos_token", true},
+		} {
+			if err := w.Add(kv.k, kv.v); err != nil {
+				return fmt.Errorf("synth: %w", err)
+			}
+		}
+	}
+	for _, kv := range vocabKV {
+		if err := w.Add(kv.Key, kv.Value); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	shapes := c.TensorShapes()
+	var total int64
+	for _, ts := range shapes {
+		n, err := p.typeOf(ts.Name, ts.Shape).Bytes(ts.Shape...)
+		if err != nil {
+			return fmt.Errorf("synth: tensor %q: %w", ts.Name, err)
+		}
+		total += int64(n)
+	}
+	progress := progressFunc(o, total)
+	for _, ts := range shapes {
+		dt := p.typeOf(ts.Name, ts.Shape)
+		if err := w.AddTensorFunc(ts.Name, dt, ts.Shape, p.tensorWriter(ts.Name, ts.Shape, dt, true, progress)); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := w.WriteFile(path); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+
+// WriteHF writes the same model as WriteGGUF with the same options as a
+// Hugging Face folder: config.json and model.safetensors with Hugging Face
+// tensor names and unpermuted Q/K rows. Only F32, F16 and BF16 can be
+// stored; every tensor, norms included, has that type, as in a Hugging Face
+// checkpoint. No tokenizer files are written.
+func WriteHF(dir string, o Options) error {
+	if o.VocabGGUF != "" {
+		return fmt.Errorf("synth: WriteHF: a vocabulary file is not supported")
+	}
+	p, err := newPlan(o, 0)
+	if err != nil {
+		return err
+	}
+	if p.weight.Quantized() {
+		return fmt.Errorf("synth: WriteHF: type %s cannot be stored in safetensors (use F32, F16 or BF16)", o.Type)
+	}
+	c := p.cfg
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	voc, err := builtinVocab(c.Vocab)
+	if err != nil {
+		return err
+	}
+	torchDType := map[dtype.Type]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16"}[p.weight]
+	cfg := map[string]any{
+		"architectures":           []string{"LlamaForCausalLM"},
+		"model_type":              "llama",
+		"hidden_size":             c.NEmbd,
+		"num_hidden_layers":       c.NLayer,
+		"num_attention_heads":     c.NHead,
+		"num_key_value_heads":     c.NHeadKV,
+		"head_dim":                c.HeadDim,
+		"intermediate_size":       c.NFF,
+		"rms_norm_eps":            c.RMSEps,
+		"rope_theta":              c.RopeTheta,
+		"max_position_embeddings": c.Context,
+		"vocab_size":              c.Vocab,
+		"tie_word_embeddings":     c.TiedEmbeddings,
+		"hidden_act":              "silu",
+		"bos_token_id":            voc.bos,
+		"eos_token_id":            voc.eos,
+		"torch_dtype":             torchDType,
+	}
+	if c.HasRopeFreqs {
+		cfg["rope_scaling"] = map[string]any{
+			"rope_type":                        "llama3",
+			"factor":                           llama3Scaling.Factor,
+			"low_freq_factor":                  llama3Scaling.LowFreqFactor,
+			"high_freq_factor":                 llama3Scaling.HighFreqFactor,
+			"original_max_position_embeddings": llama3Scaling.OriginalContext,
+		}
+	}
+	cj, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(cj, '\n'), 0o644); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	w := safetensors.NewWriter()
+	w.SetMetadata("format", "pt")
+	var shapes []model.TensorShape
+	var total int64
+	for _, ts := range c.TensorShapes() {
+		if ts.Name == "rope_freqs.weight" {
+			continue // Hugging Face computes it from rope_scaling
+		}
+		n, _ := p.weight.Bytes(ts.Shape...)
+		total += int64(n)
+		shapes = append(shapes, ts)
+	}
+	progress := progressFunc(o, total)
+	for _, ts := range shapes {
+		hf, ok := model.HFName(ts.Name)
+		if !ok {
+			return fmt.Errorf("synth: tensor %q has no Hugging Face name", ts.Name)
+		}
+		if err := w.AddFunc(hf, p.weight, ts.Shape, p.tensorWriter(ts.Name, ts.Shape, p.weight, false, progress)); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := w.WriteFile(filepath.Join(dir, safetensors.SingleName)); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,227 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/onnx"
+)
+
+// Job is one backend's measurement: what a Runner is given (as JSON when it
+// crosses into a child process).
+type Job struct {
+	Backend   string  `json:"backend"`
+	Model     string  `json:"model"`
+	Prompt    string  `json:"prompt,omitempty"`
+	PromptIDs []int32 `json:"prompt_ids,omitempty"`
+	N         int     `json:"n"`
+	Runs      int     `json:"runs"`
+	Threads   int     `json:"threads,omitempty"`
+	Device    string  `json:"device,omitempty"`
+	Context   int     `json:"context,omitempty"`
+	OrtLib    string  `json:"ort_lib,omitempty"`
+	Profile   bool    `json:"profile,omitempty"`
+}
+
+func (j Job) check() error {
+	switch {
+	case j.Backend == "":
+		return errors.New("no backend")
+	case j.Model == "":
+		return errors.New("no model")
+	case j.N < 2:
+		return fmt.Errorf("n = %d: at least 2 tokens are needed for one time between tokens", j.N)
+	case j.Runs < 1:
+		return fmt.Errorf("runs = %d: need at least 1", j.Runs)
+	case j.Prompt == "" && len(j.PromptIDs) == 0:
+		return errors.New("empty prompt")
+	}
+	return nil
+}
+
+// launchCounter is what the OpenCL backend offers for counting launches.
+type launchCounter interface{ Stats() opencl.Stats }
+
+// neverStop keeps EOS from ending a run early, so every run has N tokens.
+func neverStop(int32) bool { return false }
+
+// Measure loads j.Model on j.Backend in this process, makes one warm-up run
+// and j.Runs timed runs of greedy generation (EOS ignored), and returns the
+// raw timings. It never returns an error: a backend that cannot run here
+// comes back StatusSkipped and one that fails StatusFailed, with the reason.
+// PeakRSSBytes is this whole process's peak, which is the backend's own
+// only in a process of its own (Exec).
+func Measure(j Job) (res Backend) {
+	res = Backend{Backend: j.Backend, Model: ModelInfo{Path: j.Model}, NPredict: j.N, Runs: j.Runs}
+	fail := func(status string, err error) Backend {
+		res.Status, res.Reason = status, err.Error()
+		res.PeakRSSBytes = peakRSS()
+		return res
+	}
+	defer func() {
+		// A backend bug must cost its row of the report, not the report.
+		if p := recover(); p != nil {
+			res = fail(StatusFailed, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+		}
+	}()
+	if err := j.check(); err != nil {
+		return fail(StatusFailed, fmt.Errorf("report: %s: %w", j.Backend, err))
+	}
+
+	var made bool
+	var prof *backend.ProfiledBackend
+	opts := glint.Options{
+		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Context: j.Context, OrtLib: j.OrtLib,
+		Wrap: func(b backend.Backend) backend.Backend {
+			made = true
+			if !j.Profile {
+				return b
+			}
+			prof = backend.Profiled(b)
+			prof.SetEnabled(false)
+			return prof
+		},
+	}
+	m, err := glint.Open(j.Model, opts)
+	if err != nil {
+		// Wrap runs right after the backend is made, so an error before it
+		// is the backend being unavailable here, not the model.
+		if (j.Backend != "onnx" && !made) || errors.Is(err, onnx.ErrLibrary) {
+			return fail(StatusSkipped, err)
+		}
+		return fail(StatusFailed, fmt.Errorf("load %s: %w", j.Model, err))
+	}
+	defer m.Close()
+	res.LoadUs = m.LoadTime.Microseconds()
+	res.Device = deviceName(m)
+
+	prompt := j.PromptIDs
+	if len(prompt) == 0 {
+		if m.Tokenizer == nil {
+			return fail(StatusFailed, fmt.Errorf("%s has no tokenizer (%v): give the prompt as token ids", j.Model, m.TokenizerErr))
+		}
+		prompt = m.Tokenizer.Encode(j.Prompt, true)
+	}
+	res.PromptTokens = len(prompt)
+	if len(prompt)+j.N > m.Context() {
+		return fail(StatusFailed, fmt.Errorf("prompt of %d tokens + %d generated do not fit the context of %d (-c)", len(prompt), j.N, m.Context()))
+	}
+
+	var counter launchCounter
+	if b := m.Backend; b != nil {
+		if p, ok := b.(*backend.ProfiledBackend); ok {
+			b = p.Unwrap()
+		}
+		counter, _ = b.(launchCounter)
+	}
+
+	// run generates N tokens; first (if set) is called when the first token
+	// has been chosen, which is where decode starts.
+	run := func(first func()) (engine.Timing, error) {
+		m.Reset()
+		seen := false
+		return engine.Generate(m, prompt, engine.Options{
+			MaxTokens: j.N,
+			Stop:      neverStop,
+			OnToken: func(int32) error {
+				if !seen && first != nil {
+					first()
+				}
+				seen = true
+				return nil
+			},
+		})
+	}
+	check := func(tm engine.Timing, err error, what string) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if len(tm.Generated) != j.N {
+			return fmt.Errorf("%s: generated %d tokens, want %d", what, len(tm.Generated), j.N)
+		}
+		return nil
+	}
+
+	tm, err := run(nil)
+	if err := check(tm, err, "warm-up run"); err != nil {
+		return fail(StatusFailed, err)
+	}
+	for r := 0; r < j.Runs; r++ {
+		var before int64
+		tm, err := run(func() {
+			if counter != nil {
+				before = counter.Stats().Launches
+			}
+		})
+		if err := check(tm, err, fmt.Sprintf("run %d", r+1)); err != nil {
+			return fail(StatusFailed, err)
+		}
+		if counter != nil {
+			res.LaunchesPerRun = append(res.LaunchesPerRun, counter.Stats().Launches-before)
+		}
+		if r == 0 {
+			res.Generated = tm.Generated
+		}
+		res.TTFTUs = append(res.TTFTUs, tm.TTFT.Microseconds())
+		gaps := make([]int64, len(tm.Gaps))
+		for i, g := range tm.Gaps {
+			gaps[i] = g.Microseconds()
+		}
+		res.GapsUs = append(res.GapsUs, gaps)
+	}
+	if len(res.LaunchesPerRun) > 0 {
+		var sum int64
+		for _, l := range res.LaunchesPerRun {
+			sum += l
+		}
+		v := float64(sum) / float64(len(res.LaunchesPerRun)*(j.N-1))
+		res.LaunchesPerToken = &v
+	}
+
+	if prof != nil {
+		prof.SetEnabled(true)
+		tm, err := run(prof.Reset) // prefill is left out of the profile
+		prof.SetEnabled(false)
+		if err := check(tm, err, "profiled run"); err != nil {
+			return fail(StatusFailed, err)
+		}
+		res.Profile = perToken(prof.Profile(), prof.Calls(), j.N-1)
+	}
+	res.Status = StatusOK
+	res.PeakRSSBytes = peakRSS()
+	return res
+}
+
+func perToken(total map[string]time.Duration, calls map[string]int64, tokens int) *Profile {
+	p := &Profile{Tokens: tokens, PerTokenUs: map[string]float64{}, CallsPerToken: map[string]float64{}}
+	for k, d := range total {
+		p.PerTokenUs[k] = float64(d.Nanoseconds()) / 1e3 / float64(tokens)
+	}
+	for k, c := range calls {
+		p.CallsPerToken[k] = float64(c) / float64(tokens)
+	}
+	return p
+}
+
+func deviceName(m *glint.Model) string {
+	if m.Backend != nil {
+		return m.Backend.Device()
+	}
+	if om, ok := m.Model.(*onnx.Model); ok {
+		return "ONNX Runtime " + om.Info().Runtime + " (CPU)"
+	}
+	return ""
+}
+
+// hostname is the machine's name, or "" when it cannot be read.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

@@ -1,0 +1,121 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/glint-llm/glint/backend"
+)
+
+// File names written by WriteFiles.
+const (
+	JSONName = "report.json"
+	SVGName  = "report.svg"
+)
+
+// WriteFiles writes report.json and report.svg into dir, creating it.
+func WriteFiles(dir string, r *Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: encode: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, JSONName), append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, SVGName))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := WriteSVG(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("report: %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// cell escapes a markdown table cell.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func ms(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// WriteTable writes the markdown summary table: one row per backend, the
+// skipped and failed ones with their reason in the status column.
+func WriteTable(w io.Writer, r *Report) error {
+	var sb strings.Builder
+	sb.WriteString("| backend | device | load ms | TTFT ms (median) | TBT ms median | TBT ms p90 | TBT ms min | tok/s | peak RSS MiB | launches/token | status |\n")
+	sb.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, b := range r.Backends {
+		status := b.Status
+		if b.Reason != "" {
+			status += ": " + firstLine(b.Reason)
+		}
+		row := []string{b.Backend, cell(b.Device), "—", "—", "—", "—", "—", "—", "—", "—", cell(status)}
+		if b.Status == StatusOK && b.Summary != nil {
+			s := b.Summary
+			row[2] = fmt.Sprintf("%.0f", float64(b.LoadUs)/1000)
+			row[3] = ms(s.TTFTMsMedian)
+			row[4], row[5], row[6] = ms(s.TBTMsMedian), ms(s.TBTMsP90), ms(s.TBTMsMin)
+			row[7] = fmt.Sprintf("%.1f", s.TokensPerSec)
+		}
+		if b.PeakRSSBytes > 0 {
+			row[8] = fmt.Sprintf("%.0f", float64(b.PeakRSSBytes)/(1<<20))
+		}
+		if b.LaunchesPerToken != nil {
+			row[9] = fmt.Sprintf("%.0f", *b.LaunchesPerToken)
+		}
+		sb.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+// WriteProfileTable writes the per-op table (milliseconds per generated
+// token) for the backends that were profiled; nothing when none was.
+func WriteProfileTable(w io.Writer, r *Report) error {
+	kinds := append([]string(nil), backend.OpKinds...)
+	var rows []string
+	for _, b := range r.Backends {
+		if b.Profile == nil {
+			continue
+		}
+		row := []string{b.Backend}
+		var total float64
+		for _, k := range kinds {
+			us := b.Profile.PerTokenUs[k]
+			total += us
+			row = append(row, fmt.Sprintf("%.3f", us/1000))
+		}
+		row = append(row, fmt.Sprintf("%.3f", total/1000))
+		rows = append(rows, "| "+strings.Join(row, " | ")+" |\n")
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	sb.WriteString("\nms per generated token by op (one profiled run; each op synchronised, so no overlap):\n\n")
+	sb.WriteString("| backend | " + strings.Join(kinds, " | ") + " | total |\n")
+	sb.WriteString("|---|" + strings.Repeat("--:|", len(kinds)+1) + "\n")
+	for _, r := range rows {
+		sb.WriteString(r)
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
