@@ -186,13 +186,24 @@ func Measure(j Job) (res Backend) {
 	}
 
 	if prof != nil {
-		prof.SetEnabled(true)
-		tm, err := run(prof.Reset) // prefill is left out of the profile
-		prof.SetEnabled(false)
-		if err := check(tm, err, "profiled run"); err != nil {
-			return fail(StatusFailed, err)
+		// As many profiled runs as timed ones, decode only: each run resets
+		// the wrapper at its first token and its totals are added up here.
+		total, calls := map[string]time.Duration{}, map[string]int64{}
+		for r := 0; r < j.Runs; r++ {
+			prof.SetEnabled(true)
+			tm, err := run(prof.Reset)
+			prof.SetEnabled(false)
+			if err := check(tm, err, fmt.Sprintf("profiled run %d", r+1)); err != nil {
+				return fail(StatusFailed, err)
+			}
+			for k, d := range prof.Profile() {
+				total[k] += d
+			}
+			for k, c := range prof.Calls() {
+				calls[k] += c
+			}
 		}
-		res.Profile = perToken(prof.Profile(), prof.Calls(), j.N-1)
+		res.Profile = perToken(total, calls, j.Runs*(j.N-1))
 	}
 	res.Status = StatusOK
 	res.PeakRSSBytes = peakRSS()

@@ -106,11 +106,11 @@ type ModelInfo struct {
 	TensorTypes map[string]int `json:"tensor_types,omitempty"`
 }
 
-// Profile is time per op kind per generated token, from one extra run with
+// Profile is time per op kind per generated token, from Runs extra runs with
 // backend.Profiled timing switched on (so the timed runs are unaffected).
 type Profile struct {
-	// Tokens is how many decode steps were timed (NPredict-1: prefill is
-	// left out so that the numbers are per generated token).
+	// Tokens is how many decode steps were timed, Runs·(NPredict-1): prefill
+	// is left out so that the numbers are per generated token.
 	Tokens        int                `json:"tokens"`
 	PerTokenUs    map[string]float64 `json:"per_token_us"`
 	CallsPerToken map[string]float64 `json:"calls_per_token"`

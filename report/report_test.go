@@ -229,8 +229,8 @@ func TestReportEndToEnd(t *testing.T) {
 			} else if b.LaunchesPerToken != nil {
 				t.Errorf("%s reports launches", b.Backend)
 			}
-			if b.Profile == nil || b.Profile.Tokens != n-1 {
-				t.Fatalf("profile %+v, want one over %d tokens", b.Profile, n-1)
+			if b.Profile == nil || b.Profile.Tokens != runs*(n-1) {
+				t.Fatalf("profile %+v, want one over %d tokens", b.Profile, runs*(n-1))
 			}
 			for _, k := range []string{backend.OpMatMul, backend.OpAttention, backend.OpNorm, backend.OpEmbedding} {
 				if b.Profile.PerTokenUs[k] <= 0 || b.Profile.CallsPerToken[k] <= 0 {

@@ -38,7 +38,8 @@ type Options struct {
 	Device  string // OpenCL device
 	Context int    // KV-cache length (0: the model's trained context)
 	OrtLib  string
-	// Profile adds one run per backend with per-op timing (backend.Profiled).
+	// Profile adds Runs more runs per backend with per-op timing
+	// (backend.Profiled), kept apart from the timed runs.
 	Profile bool
 	// Progress, when set, is told as each backend starts.
 	Progress func(backend string, i, n int)

@@ -70,7 +70,7 @@ func WriteTable(w io.Writer, r *Report) error {
 			row[4], row[5], row[6] = ms(s.TBTMsMedian), ms(s.TBTMsP90), ms(s.TBTMsMin)
 			row[7] = fmt.Sprintf("%.1f", s.TokensPerSec)
 		}
-		if b.PeakRSSBytes > 0 {
+		if b.Status == StatusOK && b.PeakRSSBytes > 0 {
 			row[8] = fmt.Sprintf("%.0f", float64(b.PeakRSSBytes)/(1<<20))
 		}
 		if b.LaunchesPerToken != nil {
@@ -105,7 +105,7 @@ func WriteProfileTable(w io.Writer, r *Report) error {
 		return nil
 	}
 	var sb strings.Builder
-	sb.WriteString("\nms per generated token by op (one profiled run; each op synchronised, so no overlap):\n\n")
+	sb.WriteString("\nms per generated token by op (separate profiled runs; each op synchronised, so no overlap):\n\n")
 	sb.WriteString("| backend | " + strings.Join(kinds, " | ") + " | total |\n")
 	sb.WriteString("|---|" + strings.Repeat("--:|", len(kinds)+1) + "\n")
 	for _, r := range rows {

@@ -155,3 +155,39 @@ func TestDevice(t *testing.T) {
 		t.Errorf("Name %q Threads %d Device %q", b.Name(), b.Threads(), b.Device())
 	}
 }
+
+// BenchmarkDot times each row kernel alone on one thread (a 2048-element row,
+// as in the Llama 3.2 1B projections), the unit a SIMD pass would replace.
+func BenchmarkDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const k = 2048
+	x := make([]float32, k)
+	for i := range x {
+		x[i] = 2*rng.Float32() - 1
+	}
+	for _, dt := range backendtest.WeightTypes {
+		raw := backendtest.RandomWeight(b, rng, dt, 1, k)
+		wf := make([]float32, k)
+		dtype.DequantizeRow(dt, wf, raw)
+		b.Run(dt.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			var s float32
+			for range b.N {
+				s += dot(dt, x, raw, wf)
+			}
+			sink = s
+		})
+	}
+	buf := make([]float32, chunkElems)
+	for _, dt := range backendtest.WeightTypes {
+		raw := backendtest.RandomWeight(b, rng, dt, 1, chunkElems)
+		b.Run("dequant/"+dt.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for range b.N {
+				dequant(dt, buf, raw)
+			}
+		})
+	}
+}
+
+var sink float32

@@ -2,6 +2,9 @@ package opencl
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -254,5 +257,57 @@ func TestErrors(t *testing.T) {
 	b4.Close()
 	if _, err := b4.Alloc(dtype.F32, 1); err == nil {
 		t.Fatal("Alloc after Close succeeded")
+	}
+}
+
+func TestProfile(t *testing.T) {
+	b := testBackend(t)
+	x, err := b.Alloc(dtype.F32, 3, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free(x)
+	b.ResetStats()
+	b.SetProfiling(true)
+	for range 4 {
+		b.Softmax(x, 3)
+	}
+	b.Add(x, x, x, 3)
+	b.SetProfiling(false)
+	b.Softmax(x, 3) // not profiled
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, kt := range b.Profile() {
+		if kt.Total < 0 {
+			t.Errorf("%s: negative time %v", kt.Name, kt.Total)
+		}
+		got[kt.Name] = kt.Calls
+	}
+	if len(got) != 2 || got["softmax"] != 4 || got["add"] != 1 {
+		t.Fatalf("profile calls %v, want softmax 4, add 1", got)
+	}
+	if s := b.Stats(); s.Launches != 6 {
+		t.Fatalf("%d launches, want 6", s.Launches)
+	}
+}
+
+// TestNoPlatform runs this test binary again with the ICD loader pointed at
+// an empty vendor folder, so that no platform exists.
+func TestNoPlatform(t *testing.T) {
+	if os.Getenv("GLINT_OPENCL_NO_PLATFORM") == "1" {
+		_, err := New(Options{})
+		fmt.Printf("error: %v\n", err)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNoPlatform$", "-test.v")
+	cmd.Env = append(os.Environ(), "GLINT_OPENCL_NO_PLATFORM=1", "OCL_ICD_VENDORS="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "error: opencl: no OpenCL platform found") || !strings.Contains(string(out), "pocl-opencl-icd") {
+		t.Fatalf("without a platform New said:\n%s", out)
 	}
 }

@@ -150,7 +150,6 @@ func (f *fixture) read(b both, count int) (c, o []float32) {
 // means |c|).
 func (f *fixture) close(what string, c, o []float32, mag []float64, tol, abs float64) {
 	f.t.Helper()
-	worst, at := 0.0, -1
 	for i := range c {
 		m := math.Abs(float64(c[i]))
 		if mag != nil {
@@ -160,11 +159,7 @@ func (f *fixture) close(what string, c, o []float32, mag []float64, tol, abs flo
 		if math.IsNaN(float64(o[i])) || d > tol*m+abs {
 			f.t.Fatalf("%s: element %d: cpu %v, opencl %v (|Δ| %.3g, allowed %.3g)", what, i, c[i], o[i], d, tol*m+abs)
 		}
-		if d > worst {
-			worst, at = d, i
-		}
 	}
-	_ = at
 }
 
 func randomWeight(rng *rand.Rand, dt dtype.Type, rows, cols int) []byte {

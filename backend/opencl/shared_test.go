@@ -24,15 +24,3 @@ func testBackend(t testing.TB) *Backend {
 	}
 	return sharedB
 }
-
-func TestDevices(t *testing.T) {
-	ds, err := Devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range ds {
-		t.Log(d)
-	}
-	b := testBackend(t)
-	t.Logf("using %s", b.Info())
-}

@@ -191,7 +191,7 @@ func parse(name string, data []byte) (*File, error) {
 		a, ok := v.Uint()
 		switch {
 		case !ok:
-			return nil, f.errorf("key \"general.alignment\": %s %v is not an unsigned integer", v.describe(), v)
+			return nil, f.errorf("key \"general.alignment\": %s %v is not an unsigned integer", v.describe(), brief(v))
 		case a == 0 || a&(a-1) != 0:
 			return nil, f.errorf("key \"general.alignment\": %d is not a power of two", a)
 		case a > 1<<30:
@@ -262,7 +262,7 @@ func (f *File) typeError(key string, v Value, want string) error {
 	if v.Type == TypeArray {
 		return f.keyError(key, fmt.Errorf("%w: %s of %d, want %s", ErrType, v.describe(), v.n, want))
 	}
-	return f.keyError(key, fmt.Errorf("%w: %s %v, want %s", ErrType, v.describe(), v, want))
+	return f.keyError(key, fmt.Errorf("%w: %s %s, want %s", ErrType, v.describe(), brief(v), want))
 }
 
 // String returns a STRING value.
@@ -587,4 +587,14 @@ func (r *reader) tensorInfo() (TensorInfo, error) {
 	}
 	ti.Size = int64(size)
 	return ti, nil
+}
+
+// brief formats a value for an error message, cut short: a wrong-typed key
+// may hold a whole chat template.
+func brief(v Value) string {
+	s := v.String()
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:40]) + "…"
+	}
+	return s
 }

@@ -178,7 +178,7 @@ func TestOpenHF(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		break_ func(dir string)
+		mangle func(dir string)
 		want   string
 	}{
 		{"no config", func(d string) { os.Remove(filepath.Join(d, "config.json")) }, "not a GGUF file or Hugging Face folder"},
@@ -193,7 +193,7 @@ func TestOpenHF(t *testing.T) {
 			if err := synth.WriteHF(d, synth.Options{Shape: "tiny", Seed: 2}); err != nil {
 				t.Fatal(err)
 			}
-			tc.break_(d)
+			tc.mangle(d)
 			f, err := load.Open(d)
 			if err == nil {
 				f.Close()

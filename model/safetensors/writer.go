@@ -58,14 +58,9 @@ func (w *Writer) AddFunc(name string, dt dtype.Type, shape []int, write func(io.
 	if w.names[name] {
 		return fmt.Errorf("safetensors: tensor %q added twice", name)
 	}
-	size := 1
-	if len(shape) > 0 {
-		var err error
-		if size, err = dt.Bytes(shape...); err != nil {
-			return fmt.Errorf("safetensors: tensor %q: %w", name, err)
-		}
-	} else {
-		size = dt.BlockBytes()
+	size, err := dt.Bytes(shape...)
+	if err != nil {
+		return fmt.Errorf("safetensors: tensor %q: %w", name, err)
 	}
 	w.names[name] = true
 	w.tensors = append(w.tensors, wtensor{name, dt, slices.Clone(shape), int64(size), write})
@@ -179,4 +174,3 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
-

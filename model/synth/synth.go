@@ -471,4 +471,3 @@ func WriteHF(dir string, o Options) error {
 	}
 	return nil
 }
-

@@ -305,7 +305,9 @@ func TestOptionErrors(t *testing.T) {
 		{"negative std", func() error {
 			return synth.WriteGGUF(filepath.Join(dir, "c"), synth.Options{Shape: "tiny", Std: -1})
 		}, "must be positive"},
-		{"quantized HF", func() error { return synth.WriteHF(filepath.Join(dir, "d"), synth.Options{Shape: "tiny", Type: "Q8_0"}) }, "cannot be stored in safetensors"},
+		{"quantized HF", func() error {
+			return synth.WriteHF(filepath.Join(dir, "d"), synth.Options{Shape: "tiny", Type: "Q8_0"})
+		}, "cannot be stored in safetensors"},
 		{"missing vocab", func() error {
 			return synth.WriteGGUF(filepath.Join(dir, "e"), synth.Options{Shape: "tiny", VocabGGUF: filepath.Join(dir, "nope.gguf")})
 		}, "nope.gguf"},
