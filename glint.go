@@ -18,6 +18,7 @@ import (
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model"
+	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/onnx"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -96,7 +97,7 @@ func Open(path string, o Options) (*Model, error) {
 		return m, nil
 	}
 
-	f, err := model.Open(path)
+	f, err := load.Open(path)
 	if err != nil {
 		return nil, err
 	}

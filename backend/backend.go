@@ -73,6 +73,9 @@ type Backend interface {
 	Embedding(dst, table, ids Tensor, n int)
 	// MatMulTransposed computes dst[i, o] = Σ_k x[i, k]·w[o, k] for i < n,
 	// with w in its stored type (dequantised on the fly, never expanded).
+	// For quantised w, x is first rounded to w.DType().ActivationType() as
+	// dtype.RoundActivations defines (llama.cpp's arithmetic, which allows
+	// integer dot products); every backend rounds identically.
 	MatMulTransposed(dst, x, w Tensor, n int)
 	// RMSNorm computes dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
 	RMSNorm(dst, x, w Tensor, n int, eps float32)

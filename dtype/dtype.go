@@ -72,7 +72,7 @@ func (t Type) BlockSize() int {
 		return QK4_0
 	case Q8_0:
 		return QK8_0
-	case Q6_K:
+	case Q6_K, Q8_K:
 		return QK_K
 	}
 	return 1

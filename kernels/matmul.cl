@@ -1,85 +1,182 @@
-// MatMulTransposed and Embedding for each weight type.
+// MatMulTransposed and Embedding for each weight type:
+// dst[i, o] = Σ_k x[i, k]·w[o, k], w [M, K] in its stored type.
 //
-// mv_T (one token) and mm_T (MM_TILE tokens per work-group) compute
-// dst[i, o] = Σ_k x[i, k]·w[o, k]. A work-group owns one output row o; its
-// work-items stride over the row's units, so reads of w are contiguous
-// across the group, and the partial sums meet in local memory. mm_T
-// dequantises each unit once for all tokens of its tile: weights are read
-// from memory once per tile instead of once per token.
+// mv_T (one token) is bound by reading w once. A work-group of R·S
+// work-items owns R consecutive rows, S "lanes" per row; lane s reads units
+// s, s+S, … of its row, so on a GPU the lanes of a row read adjacent bytes
+// (coalesced) and their partial sums meet in a local-memory tree. On a CPU
+// device S = 1: each work-item streams a whole row and there is nothing to
+// reduce, which suits caches and prefetchers. The host picks R and S from
+// the device (S a power of two).
+// Launch: global (ceil(M/R)·R·S), local (R·S); red holds R·S floats.
 //
-// Launch: global (L·M, ceil(n/TILE)), local (L, 1); red holds TILE·L floats.
+// mm_T (several tokens) is bound by arithmetic: it tiles MM_BN tokens ×
+// L output rows per work-group. Each chunk of MM_KC columns of the token
+// tile is staged in local memory (coalesced loads, then read by every
+// work-item as a broadcast); each work-item dequantises its row's 16-element
+// groups once into registers and uses each for all MM_BN tokens, so w is
+// read and dequantised once per tile rather than once per token.
+// Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1); xs holds
+// MM_BN·MM_KC floats.
+//
+// mmc_T is mm_T for CPU devices: the same register tile, but x is read
+// straight from global memory (the token tile stays in the core's caches)
+// and there is no barrier. PoCL runs a work-group as a loop over its items
+// and must spill every value live across a barrier to memory, so mm_T's
+// accumulators would round-trip through memory at every chunk; mmc_T keeps
+// them in registers, about 2.5× faster there.
+// Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1).
 
-#define MM_TILE 8
+#define MM_BN 16
+#define MM_KC 128
 
-#define MATMUL_BODY(T, TILE)                                                   \
-	int o = get_group_id(0);                                                   \
-	int lid = get_local_id(0), ls = get_local_size(0);                         \
-	int i0 = get_group_id(1) * TILE;                                           \
-	int nt = min(TILE, n - i0);                                                \
-	global const uchar* row = w + (ulong)o * rowBytes;                         \
-	float acc[TILE];                                                           \
-	for (int t = 0; t < TILE; t++)                                             \
-		acc[t] = 0.0f;                                                         \
-	int units = K / UE_##T;                                                    \
-	for (int u = lid; u < units; u += ls) {                                    \
-		float v[UE_##T];                                                       \
-		int k0 = unit_##T(row, u, v);                                          \
-		for (int t = 0; t < nt; t++) {                                         \
-			global const float* xr = x + (ulong)(i0 + t) * K + k0;             \
-			float s = 0.0f;                                                    \
-			for (int e = 0; e < UE_##T; e++)                                   \
-				s += v[e] * xr[e];                                             \
-			acc[t] += s;                                                       \
-		}                                                                      \
-	}                                                                          \
-	for (int t = 0; t < TILE; t++)                                             \
-		red[t * ls + lid] = acc[t];                                            \
-	barrier(CLK_LOCAL_MEM_FENCE);                                              \
-	for (int s = ls / 2; s > 0; s >>= 1) {                                     \
-		if (lid < s)                                                           \
-			for (int t = 0; t < TILE; t++)                                     \
-				red[t * ls + lid] += red[t * ls + lid + s];                    \
-		barrier(CLK_LOCAL_MEM_FENCE);                                          \
-	}                                                                          \
-	if (lid < nt)                                                              \
-		dst[(ulong)(i0 + lid) * M + o] = red[lid * ls];
+// The per-token accumulators: a CPU device (MM_WIDE_ACC, set by the host)
+// has registers for MM_BN full-width float16 sums, so each group costs one
+// vector multiply-add per token; a GPU work-item keeps float4s to spare
+// registers (occupancy), folding each 16-lane product first.
+#ifdef MM_WIDE_ACC
+#define MM_ACC float16
+#define MM_FOLD(p) (p)
+#define MM_HSUM(a) hsum16(a)
+#else
+#define MM_ACC float4
+inline float4 mm_fold(float16 p) {
+	float8 q = p.lo + p.hi;
+	return q.lo + q.hi;
+}
+#define MM_FOLD(p) mm_fold(p)
+inline float mm_hsum(float4 a) {
+	float2 b = a.lo + a.hi;
+	return b.x + b.y;
+}
+#define MM_HSUM(a) mm_hsum(a)
+#endif
 
-// Embedding: dst[i, :] = table[ids[i], :] dequantised. Launch: global
-// (units per row, n). An id outside [0, vocab) writes zeros and reports
-// STATUS_BAD_ID with the id.
 #define DEFINE_WEIGHT_KERNELS(T)                                               \
 	kernel void mv_##T(global const uchar* w, ulong rowBytes,                  \
-			global const float* x, global float* dst, int K, int M, int n,     \
+			global const float* x, global float* dst, int K, int M, int S,     \
 			local float* red) {                                                \
-		MATMUL_BODY(T, 1)                                                      \
+		int lid = get_local_id(0);                                             \
+		int r = lid / S, lane = lid - r * S;                                   \
+		int o = get_group_id(0) * (get_local_size(0) / S) + r;                 \
+		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;         \
+		float16 acc = 0.0f;                                                    \
+		int units = K / MVU_##T;                                               \
+		for (int u = lane; u < units; u += S)                                  \
+			acc += dot_##T(row, u, x);                                         \
+		float s = hsum16(acc);                                                 \
+		if (TAIL_##T)                                                          \
+			for (int k = units * MVU_##T + lane; k < K; k += S)                \
+				s += elem_##T(row, k) * x[k];                                  \
+		red[lid] = s;                                                          \
+		barrier(CLK_LOCAL_MEM_FENCE);                                          \
+		for (int h = S / 2; h > 0; h >>= 1) {                                  \
+			if (lane < h)                                                      \
+				red[lid] += red[lid + h];                                      \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+		}                                                                      \
+		if (lane == 0 && o < M)                                                \
+			dst[o] = red[lid];                                                 \
 	}                                                                          \
 	kernel void mm_##T(global const uchar* w, ulong rowBytes,                  \
 			global const float* x, global float* dst, int K, int M, int n,     \
-			local float* red) {                                                \
-		MATMUL_BODY(T, MM_TILE)                                                \
+			local float* xs) {                                                 \
+		int lid = get_local_id(0), L = get_local_size(0);                      \
+		int o = get_global_id(0);                                              \
+		int i0 = get_group_id(1) * MM_BN;                                      \
+		int nt = min(MM_BN, n - i0);                                           \
+		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;         \
+		MM_ACC acc[MM_BN];                                                     \
+		for (int t = 0; t < MM_BN; t++)                                        \
+			acc[t] = 0.0f;                                                     \
+		int K16 = K & ~15;                                                     \
+		for (int k0 = 0; k0 < K16; k0 += MM_KC) {                              \
+			int kc = min(MM_KC, K16 - k0);                                     \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+			for (int e = lid; e < MM_BN * MM_KC; e += L) {                     \
+				int t = e / MM_KC, c = e - t * MM_KC;                          \
+				xs[e] = t < nt && c < kc ? x[(ulong)(i0 + t) * K + k0 + c]     \
+						: 0.0f;                                                \
+			}                                                                  \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+			for (int g = 0; g < kc / 16; g++) {                                \
+				float16 wv = deq16_##T(row, (k0 >> 4) + g);                    \
+				_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {            \
+					acc[t] += MM_FOLD(wv * vload16(0, xs + t * MM_KC + g * 16)); \
+				}                                                              \
+			}                                                                  \
+		}                                                                      \
+		if (o >= M)                                                            \
+			return;                                                            \
+		for (int t = 0; t < nt; t++) {                                         \
+			float s = MM_HSUM(acc[t]);                                         \
+			if (TAIL_##T)                                                      \
+				for (int k = K16; k < K; k++)                                  \
+					s += elem_##T(row, k) * x[(ulong)(i0 + t) * K + k];        \
+			dst[(ulong)(i0 + t) * M + o] = s;                                  \
+		}                                                                      \
+	}                                                                          \
+	kernel void mmc_##T(global const uchar* w, ulong rowBytes,                 \
+			global const float* x, global float* dst, int K, int M, int n) {   \
+		int o = get_global_id(0);                                              \
+		if (o >= M)                                                            \
+			return;                                                            \
+		int i0 = get_group_id(1) * MM_BN;                                      \
+		int nt = min(MM_BN, n - i0);                                           \
+		global const uchar* row = w + (ulong)o * rowBytes;                     \
+		global const float* xb = x + (ulong)i0 * K;                            \
+		MM_ACC acc[MM_BN];                                                     \
+		for (int t = 0; t < MM_BN; t++)                                        \
+			acc[t] = 0.0f;                                                     \
+		int groups = K >> 4;                                                   \
+		if (nt == MM_BN) {                                                     \
+			for (int g = 0; g < groups; g++) {                                 \
+				float16 wv = deq16_##T(row, g);                                \
+				_Pragma("unroll") for (int t = 0; t < MM_BN; t++)              \
+					acc[t] += MM_FOLD(wv * vload16(g, xb + (ulong)t * K));     \
+			}                                                                  \
+		} else {                                                               \
+			for (int g = 0; g < groups; g++) {                                 \
+				float16 wv = deq16_##T(row, g);                                \
+				for (int t = 0; t < nt; t++)                                   \
+					acc[t] += MM_FOLD(wv * vload16(g, xb + (ulong)t * K));     \
+			}                                                                  \
+		}                                                                      \
+		for (int t = 0; t < nt; t++) {                                         \
+			float s = MM_HSUM(acc[t]);                                         \
+			if (TAIL_##T)                                                      \
+				for (int k = groups * 16; k < K; k++)                          \
+					s += elem_##T(row, k) * xb[(ulong)t * K + k];              \
+			dst[(ulong)(i0 + t) * M + o] = s;                                  \
+		}                                                                      \
 	}                                                                          \
 	kernel void embedding_##T(global float* dst, global const uchar* table,    \
 			ulong rowBytes, global const int* ids, int K, int vocab,           \
 			volatile global int* status) {                                     \
-		int u = get_global_id(0), i = get_global_id(1);                        \
-		if (u >= K / UE_##T)                                                   \
+		int g = get_global_id(0), i = get_global_id(1);                        \
+		if (g * 16 >= K)                                                       \
 			return;                                                            \
 		int id = ids[i];                                                       \
-		float v[UE_##T];                                                       \
-		int k0;                                                                \
+		global float* d = dst + (ulong)i * K;                                  \
 		if (id < 0 || id >= vocab) {                                           \
-			if (u == 0)                                                        \
+			if (g == 0)                                                        \
 				report(status, STATUS_BAD_ID, id);                             \
-			k0 = u * UE_##T;                                                   \
-			for (int e = 0; e < UE_##T; e++)                                   \
-				v[e] = 0.0f;                                                   \
-		} else {                                                               \
-			k0 = unit_##T(table + (ulong)id * rowBytes, u, v);                 \
+			for (int k = g * 16; k < min(K, g * 16 + 16); k++)                 \
+				d[k] = 0.0f;                                                   \
+			return;                                                            \
 		}                                                                      \
-		global float* d = dst + (ulong)i * K + k0;                             \
-		for (int e = 0; e < UE_##T; e++)                                       \
-			d[e] = v[e];                                                       \
+		global const uchar* row = table + (ulong)id * rowBytes;                \
+		if (g * 16 + 16 <= K) {                                                \
+			vstore16(deq16_##T(row, g), g, d);                                 \
+			return;                                                            \
+		}                                                                      \
+		for (int k = g * 16; k < K; k++)                                       \
+			d[k] = elem_##T(row, k);                                           \
 	}
+
+// Embedding: dst[i, :] = table[ids[i], :] dequantised, one 16-element group
+// per work-item. Launch: global (ceil(K/16), n). An id outside [0, vocab)
+// writes zeros and reports STATUS_BAD_ID with the id.
 
 DEFINE_WEIGHT_KERNELS(f32)
 DEFINE_WEIGHT_KERNELS(f16)

@@ -10,15 +10,15 @@ import (
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/fidelity"
 	"github.com/glint-llm/glint/layers"
-	"github.com/glint-llm/glint/model"
+	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/tokenizer"
 )
 
 // load opens a model file on a fresh CPU backend.
-func load(t testing.TB, path string, o layers.Options) *layers.Model {
+func openCPU(t testing.TB, path string, o layers.Options) *layers.Model {
 	t.Helper()
-	f, err := model.Open(path)
+	f, err := load.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func greedy(t testing.TB, m engine.Model, prompt []int32, n int) []int32 {
 // rounding only, well inside 1e-4 on logits of magnitude ~10.
 func TestStories260KReference(t *testing.T) {
 	ref := fidelity.StoriesRef(t)
-	m := load(t, ref.Path, layers.Options{Context: 512})
+	m := openCPU(t, ref.Path, layers.Options{Context: 512})
 	logits := make([]float32, m.Vocab())
 	for pos, want := range ref.Logits {
 		if err := m.Eval(ref.IDs[pos : pos+1]); err != nil {
@@ -78,7 +78,7 @@ func TestLlamaCppGreedy(t *testing.T) {
 	for _, rec := range fidelity.LlamaCpp(t) {
 		t.Run(rec.Model, func(t *testing.T) {
 			path := rec.Path(t)
-			f, err := model.Open(path)
+			f, err := load.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestLlamaCppGreedy(t *testing.T) {
 			if ids := tok.Encode(rec.Prompt, true); !equal(ids, rec.PromptIDs) {
 				t.Fatalf("prompt ids %v, want %v", ids, rec.PromptIDs)
 			}
-			m := load(t, path, layers.Options{Context: 256})
+			m := openCPU(t, path, layers.Options{Context: 256})
 			got := greedy(t, m, rec.PromptIDs, rec.NPredict)
 			if msg := rec.CheckGreedy(got); msg != "" {
 				t.Fatal(msg)
@@ -120,8 +120,8 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 	}{{"F32", 0}, {"F32", 4}, {"F16", 0}, {"Q8_0", 0}, {"Q4_0", 3}} {
 		t.Run(tc.typ, func(t *testing.T) {
 			path := synthModel(t, "tiny", tc.typ)
-			whole := load(t, path, layers.Options{Context: 64, Batch: tc.batch})
-			single := load(t, path, layers.Options{Context: 64})
+			whole := openCPU(t, path, layers.Options{Context: 64, Batch: tc.batch})
+			single := openCPU(t, path, layers.Options{Context: 64})
 			if err := whole.Eval(prompt); err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 // ForwardGen must not allocate: a token's whole path (id in, layers, head,
 // argmax out) runs on buffers made at load.
 func TestGenerateZeroAllocs(t *testing.T) {
-	m := load(t, synthModel(t, "tiny", "Q4_0"), layers.Options{Context: 256})
+	m := openCPU(t, synthModel(t, "tiny", "Q4_0"), layers.Options{Context: 256})
 	if err := m.Eval([]int32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestGenerateZeroAllocs(t *testing.T) {
 }
 
 func TestContextOverflow(t *testing.T) {
-	m := load(t, synthModel(t, "tiny", "F32"), layers.Options{Context: 8})
+	m := openCPU(t, synthModel(t, "tiny", "F32"), layers.Options{Context: 8})
 	if err := m.Eval(make([]int32, 9)); !errors.Is(err, layers.ErrContext) {
 		t.Fatalf("9 tokens in a context of 8: err = %v, want ErrContext", err)
 	}

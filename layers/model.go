@@ -24,7 +24,9 @@ type Model struct {
 
 	s       State
 	weights []backend.Tensor
-	best    [1]int32
+	// best is its own allocation: device backends hand it to C, and cgo
+	// forbids passing memory inside a struct that holds Go pointers.
+	best []int32
 }
 
 var _ engine.Model = (*Model)(nil)
@@ -91,7 +93,7 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		o.Batch = 512
 	}
 	o.Batch = min(o.Batch, o.Context)
-	m := &Model{Layers: make([]Layer, c.NLayer)}
+	m := &Model{Layers: make([]Layer, c.NLayer), best: make([]int32, 1)}
 	refs := m.tensorMap(c)
 
 	var total, done int64
@@ -230,7 +232,7 @@ func (m *Model) Logits(dst []float32) error {
 // Argmax finds the largest logit on the backend; only its index comes back.
 func (m *Model) Argmax() (int32, error) {
 	m.s.B.Argmax(m.s.WS.Best, m.s.WS.Logits, 1)
-	if err := m.s.B.ReadI32(m.s.WS.Best, 0, m.best[:]); err != nil {
+	if err := m.s.B.ReadI32(m.s.WS.Best, 0, m.best); err != nil {
 		return 0, err
 	}
 	return m.best[0], nil

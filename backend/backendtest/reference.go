@@ -225,3 +225,37 @@ func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale float
 	}
 	return want, mag
 }
+
+// roundActivations applies dtype.RoundActivations for weights of type dt to
+// n rows of length k, and returns per row the largest quantisation step.
+func roundActivations(dt dtype.Type, x []float32, k int) (xr []float32, step []float64) {
+	n := len(x) / k
+	xr, step = make([]float32, len(x)), make([]float64, n)
+	at := dt.ActivationType()
+	for i := range n {
+		row := x[i*k : (i+1)*k]
+		dtype.RoundActivations(at, xr[i*k:(i+1)*k], row)
+		bs := at.BlockSize()
+		for b := 0; b+bs <= k && at != dtype.F32; b += bs {
+			var d float32
+			if at == dtype.Q8_0 {
+				d, _ = dtype.Q8_0Scale(row[b : b+bs])
+			} else {
+				d, _ = dtype.Q8_KScale(row[b : b+bs])
+			}
+			step[i] = math.Max(step[i], math.Abs(float64(d)))
+		}
+	}
+	return xr, step
+}
+
+// rowMaxAbs is max_k |w[o, k]| for each output row o.
+func rowMaxAbs(w []float32, m, k int) []float64 {
+	out := make([]float64, m)
+	for o := range m {
+		for _, v := range w[o*k : (o+1)*k] {
+			out[o] = math.Max(out[o], math.Abs(float64(v)))
+		}
+	}
+	return out
+}

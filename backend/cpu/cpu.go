@@ -25,6 +25,7 @@ import (
 type Backend struct {
 	threads int
 	device  string
+	simd    simdLevel
 	pool    pool
 	err     error
 	closed  bool
@@ -54,7 +55,8 @@ func New(threads int) *Backend {
 	}
 	b := &Backend{
 		threads: threads,
-		device:  fmt.Sprintf("%s, %d threads", cpuModel(), threads),
+		simd:    defaultSIMD,
+		device:  cpuModel(),
 		scratch: make([]scratch, threads),
 	}
 	b.pool.start(b, threads)
@@ -67,8 +69,11 @@ func (b *Backend) Threads() int { return b.threads }
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
 
-// Device implements backend.Backend: the CPU model and the thread count.
-func (b *Backend) Device() string { return b.device }
+// Device implements backend.Backend: the CPU model, the thread count and the
+// matmul kernels in use.
+func (b *Backend) Device() string {
+	return fmt.Sprintf("%s, %d threads, %v kernels", b.device, b.threads, b.simd)
+}
 
 // Sync implements backend.Backend. CPU ops are synchronous, so it only
 // reports the sticky error.

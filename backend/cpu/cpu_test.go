@@ -151,6 +151,7 @@ func TestForeignAndFreed(t *testing.T) {
 func TestDevice(t *testing.T) {
 	b := New(0)
 	defer b.Close()
+	t.Log(b.Device())
 	if b.Name() != "cpu" || b.Threads() < 1 || b.Device() == "" {
 		t.Errorf("Name %q Threads %d Device %q", b.Name(), b.Threads(), b.Device())
 	}

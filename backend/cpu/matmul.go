@@ -45,9 +45,16 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	}
 	t := &b.pool.task
 	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xt.f32, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m}
-	// Rows are cheap for one token, so chunks stay coarse enough to keep the
-	// atomic cursor out of the profile; prefill rows are n times heavier.
+	if b.simd > simdOff && simdType(wt.dt) {
+		t.simd = b.simd
+	}
+	// About four chunks per thread even out threads slowed down by others
+	// on the machine; the SIMD prefill kernel works on panels of 32 rows, so
+	// its chunks are whole panels.
 	t.grain = b.grainFor(m)
+	if t.simd > simdOff && n > 1 {
+		t.grain = (t.grain + 31) / 32 * 32
+	}
 	b.pool.run()
 }
 
@@ -57,6 +64,14 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
 	rowBytes, _ := t.wt.RowBytes(k)
+	if t.simd > simdOff {
+		if n == 1 {
+			simdMatVec(t.simd, t, rowBytes, lo, hi)
+		} else {
+			simdMatMat(t.simd, t, rowBytes, lo, hi)
+		}
+		return
+	}
 	if n == 1 {
 		x := t.x[:k]
 		for o := lo; o < hi; o++ {

@@ -32,7 +32,8 @@ type task struct {
 	dst, x, y []float32
 	w         []byte
 	wt        dtype.Type
-	n, k, m   int // tokens, inner size (row length), outer size (rows of w)
+	simd      simdLevel // matmul kernels to use
+	n, k, m   int       // tokens, inner size (row length), outer size (rows of w)
 	eps       float32
 
 	// Attention: query rows start at position pos0; kvLen > 0 is decode.

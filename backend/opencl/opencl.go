@@ -51,26 +51,34 @@ type compiled struct {
 	err  error
 }
 
-var programs struct {
-	sync.Mutex
-	m map[cl.Device]*compiled
+// programKey names a program: a device and whether it is built with the CPU
+// variants (see buildProgram).
+type programKey struct {
+	dev cl.Device
+	cpu bool
 }
 
-func compile(d cl.Device) (*compiled, error) {
+var programs struct {
+	sync.Mutex
+	m map[programKey]*compiled
+}
+
+func compile(d cl.Device, cpu bool) (*compiled, error) {
 	programs.Lock()
 	defer programs.Unlock()
-	if c, ok := programs.m[d]; ok {
+	key := programKey{d, cpu}
+	if c, ok := programs.m[key]; ok {
 		return c, c.err
 	}
 	if programs.m == nil {
-		programs.m = map[cl.Device]*compiled{}
+		programs.m = map[programKey]*compiled{}
 	}
 	c := &compiled{}
 	c.ctx, c.err = cl.NewContext(d)
 	if c.err == nil {
-		c.prog, c.err = buildProgram(c.ctx, d, kernels.Source())
+		c.prog, c.err = buildProgram(c.ctx, d, kernels.Source(), cpu)
 	}
-	programs.m[d] = c
+	programs.m[key] = c
 	return c, c.err
 }
 
@@ -78,8 +86,16 @@ func compile(d cl.Device) (*compiled, error) {
 // the CPU backend's to rounding.
 const buildOptions = "-cl-std=CL1.2"
 
-func buildProgram(ctx cl.Context, d cl.Device, src string) (cl.Program, error) {
-	p, err := ctx.Build(d, src, buildOptions)
+// buildProgram builds src for d; cpu selects the kernels' CPU-device
+// variants (MM_WIDE_ACC in matmul.cl). Which variants a device gets is
+// decided by its type, but both build and run anywhere, so that tests on a
+// CPU device cover the GPU ones too.
+func buildProgram(ctx cl.Context, d cl.Device, src string, cpu bool) (cl.Program, error) {
+	opts := buildOptions
+	if cpu {
+		opts += " -DMM_WIDE_ACC"
+	}
+	p, err := ctx.Build(d, src, opts)
 	if err != nil {
 		return cl.Program{}, err
 	}
@@ -91,11 +107,13 @@ type kern struct {
 	k    cl.Kernel
 	name string
 	wg   int
+	max  int // CL_KERNEL_WORK_GROUP_SIZE
+	simd int // CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE
 }
 
 // weightKernels are the per-type kernels of a weight format.
 type weightKernels struct {
-	mv, mm, embedding *kern
+	mv, mm, mmc, embedding *kern
 }
 
 // Backend runs ops on one OpenCL device.
@@ -107,8 +125,18 @@ type Backend struct {
 
 	byType                                           map[dtype.Type]weightKernels
 	rmsNorm, softmax, argmax, siluMul, add, copyKern *kern
-	rope, attention                                  *kern
+	rope, attention, attentionPart, attentionMerge   *kern
 	kernels                                          []*kern
+
+	// mat holds the matmul launch shapes chosen for the device (see tune).
+	mat matShape
+
+	// attnScratch holds flash-decoding partials (see AttentionGen), grown
+	// on demand; attnParts, when positive, forces the partition count
+	// (tests).
+	attnScratch      cl.Mem
+	attnScratchBytes int
+	attnParts        int
 
 	// status is the kernels' bad-input report (see common.cl); checked by
 	// Sync when an Embedding ran since the last check.
@@ -157,19 +185,25 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := compile(d.dev)
+	return open(d, d.info.Type == "CPU")
+}
+
+// open makes a Backend on d with the CPU or the GPU kernel variants and
+// launch shapes.
+func open(d device, cpu bool) (*Backend, error) {
+	c, err := compile(d.dev, cpu)
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
 	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}}
-	if err := b.init(c.prog); err != nil {
+	if err := b.init(c.prog, cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
 	return b, nil
 }
 
-func (b *Backend) init(prog cl.Program) error {
+func (b *Backend) init(prog cl.Program, cpu bool) error {
 	var err error
 	if b.q, err = b.ctx.NewQueue(b.dev); err != nil {
 		return err
@@ -184,24 +218,28 @@ func (b *Backend) init(prog cl.Program) error {
 		}
 		kk := &kern{k: k, name: name, wg: groupSize}
 		b.kernels = append(b.kernels, kk)
-		var max int
-		if max, err = k.MaxWorkGroup(b.dev); err != nil {
+		if kk.max, err = k.MaxWorkGroup(b.dev); err != nil {
 			return nil
 		}
-		for kk.wg > max {
+		if kk.simd, err = k.PreferredMultiple(b.dev); err != nil {
+			return nil
+		}
+		for kk.wg > kk.max {
 			kk.wg /= 2
 		}
 		return kk
 	}
 	for _, wt := range weightTypes {
-		b.byType[wt.dt] = weightKernels{mk("mv_" + wt.suffix), mk("mm_" + wt.suffix), mk("embedding_" + wt.suffix)}
+		b.byType[wt.dt] = weightKernels{mk("mv_" + wt.suffix), mk("mm_" + wt.suffix), mk("mmc_" + wt.suffix), mk("embedding_" + wt.suffix)}
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
 	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
 	b.rope, b.attention = mk("rope"), mk("attention")
+	b.attentionPart, b.attentionMerge = mk("attention_part"), mk("attention_merge")
 	if err != nil {
 		return err
 	}
+	b.mat = tune(cpu, b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mm)
 	if b.status, err = b.ctx.NewBuffer(8); err != nil {
 		return err
 	}
@@ -358,6 +396,7 @@ func (b *Backend) release() {
 	}
 	b.kernels = nil
 	b.status.Release()
+	b.attnScratch.Release()
 	for _, m := range b.ropeTables {
 		m.Release()
 	}

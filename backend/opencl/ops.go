@@ -106,17 +106,6 @@ func (b *Backend) f32Rows(op, arg string, t *tensor, n, cols int) bool {
 	return true
 }
 
-// unitElems is a weight type's elements per work-item (UE_T in weights.cl).
-func unitElems(dt dtype.Type) int {
-	switch dt {
-	case dtype.Q8_0, dtype.Q4_0:
-		return 8
-	case dtype.Q6_K:
-		return 16
-	}
-	return 1
-}
-
 // Embedding gathers rows of table into dst. Ids outside the table are found
 // on the device: their rows become zeros and Sync reports the id.
 func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
@@ -156,57 +145,10 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 	b.argI32(k, 4, cols)
 	b.argI32(k, 5, vocab)
 	b.argMem(k, 6, b.status)
-	units := cols / unitElems(tb.dt)
+	// One 16-element group per work-item (embedding_T in matmul.cl).
+	units := (cols + 15) / 16
 	b.launch(k, 2, [3]int{roundUp(max(units, 1), k.wg), n, 1}, [3]int{k.wg, 1, 1})
 	b.checkStatus = true
-}
-
-// mmTile must match MM_TILE in matmul.cl.
-const mmTile = 8
-
-// MatMulTransposed computes dst = x·wᵀ for the first n rows of x.
-func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
-	const op = "MatMulTransposed"
-	if !b.begin(op) {
-		return
-	}
-	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
-	if d == nil || xt == nil || wt == nil {
-		return
-	}
-	wk, ok := b.byType[wt.dt]
-	if !ok {
-		b.shape(op, "w %v has no matmul kernel", wt)
-		return
-	}
-	out, in := backend.Rows(wt), backend.Cols(wt)
-	if n < 0 {
-		b.shape(op, "n = %d", n)
-		return
-	}
-	if !b.f32Rows(op, "x", xt, n, in) || !b.f32Rows(op, "dst", d, n, out) {
-		return
-	}
-	if d == xt {
-		b.shape(op, "dst and x are the same tensor %v", d)
-		return
-	}
-	if n == 0 || out == 0 || !b.fits(op, "w columns", in) || !b.fits(op, "w rows", out) || !b.fits(op, "n", n) {
-		return
-	}
-	k, tile := wk.mv, 1
-	if n > 1 {
-		k, tile = wk.mm, mmTile
-	}
-	b.argMem(k, 0, wt.mem)
-	b.argU64(k, 1, wt.bytes/out)
-	b.argMem(k, 2, xt.mem)
-	b.argMem(k, 3, d.mem)
-	b.argI32(k, 4, in)
-	b.argI32(k, 5, out)
-	b.argI32(k, 6, n)
-	b.argLocal(k, 7, 4*tile*k.wg)
-	b.launch(k, 2, [3]int{k.wg * out, (n + tile - 1) / tile, 1}, [3]int{k.wg, 1, 1})
 }
 
 // RMSNorm normalises the first n rows of x into dst, scaled by w.
@@ -446,11 +388,12 @@ func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads,
 	if n == 0 || !b.fits(op, "positions", pos0+n) {
 		return
 	}
+	if parts := b.attnPartitions(n, pos0+1, heads); parts > 1 {
+		b.attendSplit(op, ot, qt, kt, vt, pos0+1, parts, heads, kvHeads, headDim, scale)
+		return
+	}
 	kk := b.attention
-	L := kk.wg
-	lacc := max(L, headDim)
-	if local := 4 * (headDim + attChunk + lacc + L); int64(local) > b.info.LocalMem {
-		b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, local, b.info.LocalMem)
+	if !b.attnLocal(op, kk, headDim) {
 		return
 	}
 	b.argMem(kk, 0, ot.mem)
@@ -462,11 +405,8 @@ func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads,
 	b.argI32(kk, 6, kvHeads)
 	b.argI32(kk, 7, headDim)
 	b.argF32(kk, 8, scale)
-	b.argLocal(kk, 9, 4*headDim)
-	b.argLocal(kk, 10, 4*attChunk)
-	b.argLocal(kk, 11, 4*lacc)
-	b.argLocal(kk, 12, 4*L)
-	b.launch(kk, 2, [3]int{L * heads, n, 1}, [3]int{L, 1, 1})
+	b.setAttnLocal(kk, 9, headDim)
+	b.launch(kk, 2, [3]int{kk.wg * heads, n, 1}, [3]int{kk.wg, 1, 1})
 }
 
 // Softmax normalises the first n rows of x in place.

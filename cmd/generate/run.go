@@ -17,7 +17,7 @@ import (
 // modelFlags are shared by every command that loads a model.
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF file, Hugging Face directory, or (-b onnx) ONNX model directory", Required: true},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF file, Hugging Face directory, or (-b onnx) ONNX model directory"},
 		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, Value: "cpu", Usage: "cpu, opencl or onnx"},
 		&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: all cores)"},
 		&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring (default: first GPU, else first device)"},
@@ -100,6 +100,9 @@ func promptIDs(c *cli.Context, l *glint.Model) ([]int32, error) {
 }
 
 func runGenerate(c *cli.Context) error {
+	if c.String("model") == "" {
+		return cli.ShowAppHelp(c)
+	}
 	if c.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (the prompt goes in -p)", c.Args().First())
 	}

@@ -91,9 +91,33 @@ func Parse(b []byte) (*File, error) {
 
 // rawTensor is a header entry as stored.
 type rawTensor struct {
-	DType       string  `json:"dtype"`
-	Shape       []int64 `json:"shape"`
-	DataOffsets []int64 `json:"data_offsets"`
+	DType       string
+	Shape       []int64
+	DataOffsets []int64
+}
+
+// decodeTensor reads a header entry. Field names match exactly, as in the
+// reference implementation (encoding/json alone would accept "DType");
+// other fields are ignored.
+func decodeTensor(dec *json.Decoder) (rawTensor, error) {
+	var fields map[string]json.RawMessage
+	var raw rawTensor
+	if err := dec.Decode(&fields); err != nil {
+		return raw, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{{"dtype", &raw.DType}, {"shape", &raw.Shape}, {"data_offsets", &raw.DataOffsets}} {
+		v, ok := fields[f.name]
+		if !ok {
+			return raw, fmt.Errorf("missing %s", f.name)
+		}
+		if err := json.Unmarshal(v, f.dst); err != nil {
+			return raw, fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return raw, nil
 }
 
 func (f *File) parseHeader(hdr []byte) error {
@@ -119,8 +143,11 @@ func (f *File) parseHeader(hdr []byte) error {
 			}
 			continue
 		}
-		var raw rawTensor
-		if err := dec.Decode(&raw); err != nil {
+		if name == "" {
+			return errors.New("safetensors: header: empty tensor name")
+		}
+		raw, err := decodeTensor(dec)
+		if err != nil {
 			return fmt.Errorf("safetensors: tensor %q: %w", name, err)
 		}
 		if _, dup := f.index[name]; dup {

@@ -146,6 +146,8 @@ func TestParseRejectsHostileInput(t *testing.T) {
 		{"duplicate tensor", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, eight), "twice"},
 		{"bad metadata", rawFile(`{"__metadata__":{"k":1}}`, nil), "__metadata__"},
 		{"garbage after object", rawFile(`{} x`, nil), "unexpected bytes"},
+		{"field name case", rawFile(`{"a":{"DType":"F32","shape":[1],"data_offsets":[0,4]}}`, eight[:4]), "missing dtype"},
+		{"empty name", rawFile(`{"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, eight[:4]), "empty tensor name"},
 		{"fractional offset", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4.5]}}`, eight[:4]), `tensor "a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

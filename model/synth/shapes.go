@@ -45,12 +45,7 @@ var Shapes = map[string]Shape{
 func LookupShape(name string) (Shape, error) {
 	s, ok := Shapes[name]
 	if !ok {
-		names := make([]string, 0, len(Shapes))
-		for n := range Shapes {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		return Shape{}, fmt.Errorf("synth: unknown shape %q (have %s)", name, strings.Join(names, ", "))
+		return Shape{}, fmt.Errorf("synth: unknown shape %q (have %s)", name, strings.Join(ShapeNames(), ", "))
 	}
 	return s, nil
 }
@@ -64,4 +59,14 @@ func (s Shape) Config() model.Config {
 		RMSEps: 1e-5, RopeTheta: s.RopeTheta, RopeDims: s.HeadDim,
 		HasRopeFreqs: s.Llama3Rope, TiedEmbeddings: s.Tied,
 	}
+}
+
+// ShapeNames lists the built-in shapes, sorted.
+func ShapeNames() []string {
+	names := make([]string, 0, len(Shapes))
+	for n := range Shapes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }

@@ -260,6 +260,15 @@ func (d Device) MaxWorkGroup() (int, error) {
 	return int(v), err
 }
 
+// PreferredMultiple is the kernel's
+// CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE on d: the SIMD width (warp,
+// wavefront) that work-group sizes should be a multiple of.
+func (k Kernel) PreferredMultiple(d Device) (int, error) {
+	var v C.size_t
+	err := check("clGetKernelWorkGroupInfo", C.clGetKernelWorkGroupInfo(k.k, d.id, C.CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, C.size_t(unsafe.Sizeof(v)), unsafe.Pointer(&v), nil))
+	return int(v), err
+}
+
 // Context is an OpenCL context over one device.
 type Context struct{ c C.cl_context }
 

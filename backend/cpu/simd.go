@@ -1,0 +1,60 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+)
+
+// simdLevel selects the matmul kernels: the portable Go ones, or the C ones
+// in simd.c for an x86 instruction set.
+type simdLevel int
+
+const (
+	simdOff    simdLevel = iota // portable Go
+	simdAVX2                    // AVX2 + FMA + F16C
+	simdAVX512                  // AVX-512 F/BW/VL/DQ as well
+)
+
+func (l simdLevel) String() string {
+	switch l {
+	case simdAVX2:
+		return "avx2"
+	case simdAVX512:
+		return "avx512"
+	}
+	return "go"
+}
+
+// hostSIMD is the best level this CPU supports; defaultSIMD is what New uses:
+// hostSIMD unless GLINT_CPU_SIMD (off, go, avx2 or avx512) asks for less,
+// which is how the pure Go path is run and compared on a SIMD machine.
+var (
+	hostSIMD    = detectSIMD()
+	defaultSIMD = func() simdLevel {
+		l, err := parseSIMD(os.Getenv("GLINT_CPU_SIMD"), hostSIMD)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "glint: %v; using %v\n", err, hostSIMD)
+			return hostSIMD
+		}
+		return l
+	}()
+)
+
+// parseSIMD reads a GLINT_CPU_SIMD value; a level above what the host
+// supports is capped to it, since running those kernels would fault.
+func parseSIMD(s string, host simdLevel) (simdLevel, error) {
+	var l simdLevel
+	switch s {
+	case "":
+		return host, nil
+	case "off", "go":
+		l = simdOff
+	case "avx2":
+		l = simdAVX2
+	case "avx512":
+		l = simdAVX512
+	default:
+		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2 or avx512", s)
+	}
+	return min(l, host), nil
+}

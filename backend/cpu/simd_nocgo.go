@@ -1,0 +1,15 @@
+//go:build !cgo || !amd64
+
+package cpu
+
+import "github.com/glint-llm/glint/dtype"
+
+// Without cgo (or off amd64) only the portable Go kernels exist.
+
+func detectSIMD() simdLevel { return simdOff }
+
+func simdMatVec(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
+
+func simdMatMat(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
+
+func simdType(dtype.Type) bool { return false }

@@ -1,0 +1,84 @@
+package opencl
+
+import (
+	"fmt"
+)
+
+// attnLocal checks that the device has the attention kernels' local memory
+// for a head size (see attention.cl).
+func (b *Backend) attnLocal(op string, k *kern, headDim int) bool {
+	L := k.wg
+	if local := 4 * (headDim + attChunk + max(L, headDim) + L); int64(local) > b.info.LocalMem {
+		b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, local, b.info.LocalMem)
+		return false
+	}
+	return true
+}
+
+// setAttnLocal sets the four local arrays lq, ls, lacc, red from argument i.
+func (b *Backend) setAttnLocal(k *kern, i, headDim int) {
+	L := k.wg
+	b.argLocal(k, i, 4*headDim)
+	b.argLocal(k, i+1, 4*attChunk)
+	b.argLocal(k, i+2, 4*max(L, headDim))
+	b.argLocal(k, i+3, 4*L)
+}
+
+// attnPartitions is how many work-groups per head a decode step over kvLen
+// positions uses. One (the single-pass kernel) unless the heads alone leave
+// the device short of work-groups — about four per compute unit keeps each
+// busy — and the context is long enough that a partition still spans a
+// whole chunk. Prefill rows (n > 1) already give heads·n groups.
+func (b *Backend) attnPartitions(n, kvLen, heads int) int {
+	if n != 1 {
+		return 1
+	}
+	most := (kvLen + attChunk - 1) / attChunk
+	if b.attnParts > 0 {
+		return min(b.attnParts, kvLen)
+	}
+	want := (4*b.info.ComputeUnits + heads - 1) / heads
+	return max(1, min(want, most))
+}
+
+// attendSplit is flash-decoding (attention_part, then attention_merge) of
+// one query over kvLen positions in parts partitions.
+func (b *Backend) attendSplit(op string, ot, qt, kt, vt *tensor, kvLen, parts, heads, kvHeads, headDim int, scale float32) {
+	kp := b.attentionPart
+	if !b.attnLocal(op, kp, headDim) {
+		return
+	}
+	partLen := (kvLen + parts - 1) / parts
+	parts = (kvLen + partLen - 1) / partLen // every partition non-empty
+	need := 4 * heads * parts * (headDim + 2)
+	if need > b.attnScratchBytes {
+		b.attnScratch.Release()
+		b.attnScratchBytes = 0
+		m, err := b.ctx.NewBuffer(need)
+		if err != nil {
+			b.fail(fmt.Errorf("opencl: %s: flash-decoding scratch of %s: %w", op, size(int64(need)), err))
+			return
+		}
+		b.attnScratch, b.attnScratchBytes = m, need
+	}
+	b.argMem(kp, 0, b.attnScratch)
+	b.argMem(kp, 1, qt.mem)
+	b.argMem(kp, 2, kt.mem)
+	b.argMem(kp, 3, vt.mem)
+	b.argI32(kp, 4, kvLen)
+	b.argI32(kp, 5, partLen)
+	b.argI32(kp, 6, heads)
+	b.argI32(kp, 7, kvHeads)
+	b.argI32(kp, 8, headDim)
+	b.argF32(kp, 9, scale)
+	b.setAttnLocal(kp, 10, headDim)
+	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1})
+
+	km := b.attentionMerge
+	b.argMem(km, 0, ot.mem)
+	b.argMem(km, 1, b.attnScratch)
+	b.argI32(km, 2, parts)
+	b.argI32(km, 3, headDim)
+	L := min(km.wg, pow2Floor(headDim))
+	b.launch(km, 2, [3]int{roundUp(headDim, L), heads, 1}, [3]int{L, 1, 1})
+}

@@ -1,0 +1,91 @@
+package opencl
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/backendtest"
+)
+
+// TestOtherVariants runs the conformance suite with the kernel variants and
+// launch shapes of the other device class (on a CPU device such as PoCL:
+// the GPU ones, lanes per row and local-memory GEMM tiles), so that both
+// are tested on any machine.
+func TestOtherVariants(t *testing.T) {
+	testBackend(t)
+	ds, err := devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := pick(ds, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := d.info.Type != "CPU"
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		b, err := open(d, cpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.mat.cpu != cpu {
+			t.Fatalf("open(cpu=%v) chose shapes %+v", cpu, b.mat)
+		}
+		return b
+	})
+}
+
+// TestAttentionSplit forces flash-decoding partitions and compares with the
+// CPU backend, including partitions that end inside a chunk and heads
+// narrower and wider than the work-group.
+func TestAttentionSplit(t *testing.T) {
+	type shape struct{ heads, kvHeads, hd int }
+	for _, s := range []shape{{6, 2, 40}, {4, 4, 16}, {3, 1, 80}} {
+		for _, kvLen := range []int{2, 300, 1000} {
+			for _, parts := range []int{2, 3, 7} {
+				t.Run(fmt.Sprintf("h%d/kv%d/d%d/len%d/parts%d", s.heads, s.kvHeads, s.hd, kvLen, parts), func(t *testing.T) {
+					f := newFixture(t)
+					f.o.attnParts = parts
+					defer func() { f.o.attnParts = 0 }()
+					maxSeq := kvLen + 3
+					cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
+					q := f.f32(f.rand(cols, -3, 3), cols)
+					k := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+					v := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+					out := f.f32(nil, cols)
+					scale := float32(1 / math.Sqrt(float64(s.hd)))
+					f.c.AttentionGen(out.c, q.c, k.c, v.c, kvLen, s.heads, s.kvHeads, s.hd, scale)
+					before := f.o.Stats().Launches
+					f.o.AttentionGen(out.o, q.o, k.o, v.o, kvLen, s.heads, s.kvHeads, s.hd, scale)
+					if l := f.o.Stats().Launches - before; l != 2 {
+						t.Fatalf("%d launches, want 2 (partials and merge)", l)
+					}
+					c, o := f.read(out, cols)
+					// Convex combinations of values in [-1, 1]; the merge
+					// adds a few roundings of the partial weights.
+					f.close("attention split", c, o, nil, 0, 4e-6)
+				})
+			}
+		}
+	}
+}
+
+// TestAttentionPartitions checks the split heuristic: one group per head
+// while heads fill the device or the context is short, more otherwise,
+// never more than the context has chunks.
+func TestAttentionPartitions(t *testing.T) {
+	cases := []struct{ cus, n, kvLen, heads, want int }{
+		{2, 1, 1000, 32, 1},       // a 2-core CPU: 32 heads are plenty
+		{132, 1, 100, 32, 1},      // short context: one chunk
+		{132, 1, 4096, 32, 16},    // a big GPU: 17 wanted, 16 chunks
+		{132, 1, 1 << 20, 32, 17}, // ceil(4·132/32)
+		{132, 5, 4096, 32, 1},     // prefill rows fill the device
+	}
+	for _, c := range cases {
+		b := &Backend{info: DeviceInfo{ComputeUnits: c.cus}}
+		if got := b.attnPartitions(c.n, c.kvLen, c.heads); got != c.want {
+			t.Errorf("%d CUs, n=%d, kvLen %d, %d heads: %d partitions, want %d", c.cus, c.n, c.kvLen, c.heads, got, c.want)
+		}
+	}
+}
