@@ -10,6 +10,7 @@ package glint
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/glint-llm/glint/backend"
@@ -54,6 +55,7 @@ type Model struct {
 	LoadTime time.Duration
 	// Info is one line: backend, device, file and shape.
 	Info    string
+	eos     []int32 // extra end-of-generation ids (ONNX configs)
 	closers []func() error
 }
 
@@ -92,6 +94,7 @@ func Open(path string, o Options) (*Model, error) {
 		m.Model = om
 		m.closers = append(m.closers, om.Close)
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(path)
+		m.eos = om.Info().EOS
 		m.LoadTime = time.Since(start)
 		m.Info = fmt.Sprintf("onnx: %s: vocab %d, ctx %d", filepath.Base(path), om.Vocab(), om.Context())
 		return m, nil
@@ -137,4 +140,13 @@ func Open(path string, o Options) (*Model, error) {
 	m.Info = fmt.Sprintf("%s (%s): %s: %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d",
 		b.Name(), b.Device(), filepath.Base(path), c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx)
 	return m, nil
+}
+
+// IsEOG reports whether id ends a generation: the tokenizer's end-of-text
+// and end-of-turn tokens, and an ONNX model's configured eos ids.
+func (m *Model) IsEOG(id int32) bool {
+	if m.Tokenizer != nil && m.Tokenizer.IsEOG(id) {
+		return true
+	}
+	return slices.Contains(m.eos, id)
 }

@@ -105,7 +105,7 @@ func runParity(c *cli.Context) error {
 		}
 		fmt.Fprintf(tw, "%d\t%.3g\t%s\t%.3g\t%s\n", step, maxDiff, strings.Join(tops, ", "), gap, result)
 		batch = []int32{top}
-		if models[0].Tokenizer != nil && models[0].Tokenizer.IsEOG(top) {
+		if models[0].IsEOG(top) {
 			break
 		}
 	}

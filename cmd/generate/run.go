@@ -143,9 +143,7 @@ func runGenerate(c *cli.Context) error {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	if l.Tokenizer != nil {
-		opt.Stop = l.Tokenizer.IsEOG
-	}
+	opt.Stop = l.IsEOG
 	first := true
 	switch out {
 	case "ids":

@@ -1,0 +1,105 @@
+package layers_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/internal/fidelity"
+	"github.com/glint-llm/glint/layers"
+	"github.com/glint-llm/glint/model/load"
+	"github.com/glint-llm/glint/sample"
+)
+
+// openOn loads a model file on the given backend.
+func openOn(t testing.TB, b backend.Backend, path string, ctx int) *layers.Model {
+	t.Helper()
+	f, err := load.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newOpenCL(t testing.TB) backend.Backend {
+	t.Helper()
+	b, err := opencl.New(opencl.Options{})
+	if err != nil {
+		t.Fatalf("OpenCL (PoCL is installed by .ci/run): %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// The OpenCL backend gives the CPU backend's greedy ids on every model of
+// the llama.cpp records. Both are fed the CPU's choice at every step, so a
+// flip cannot derail what follows; a flip is acceptable only where the
+// CPU's own top-1/top-2 gap is below 1e-3. Logits agree within 1e-3 for
+// F32 weights (float32 sums in another order) and within 1e-2 otherwise
+// (an activation that sits on a rounding boundary of the 8-bit
+// quantisation may round the other way after a different summation order).
+func TestOpenCLMatchesCPU(t *testing.T) {
+	for _, rec := range fidelity.LlamaCpp(t) {
+		t.Run(rec.Model, func(t *testing.T) {
+			path := rec.Path(t)
+			c := cpu.New(2)
+			t.Cleanup(func() { c.Close() })
+			mc := openOn(t, c, path, 128)
+			mg := openOn(t, newOpenCL(t), path, 128)
+			tol := 1e-2
+			if rec.Model == "stories260K.gguf" {
+				tol = 1e-3
+			}
+			lc, lg := make([]float32, mc.Vocab()), make([]float32, mc.Vocab())
+			batch := rec.PromptIDs
+			var worst float64
+			for step := 0; step < rec.NPredict; step++ {
+				for _, m := range []*layers.Model{mc, mg} {
+					if err := m.Eval(batch); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := mc.Logits(lc); err != nil {
+					t.Fatal(err)
+				}
+				if err := mg.Logits(lg); err != nil {
+					t.Fatal(err)
+				}
+				for i := range lc {
+					worst = math.Max(worst, math.Abs(float64(lc[i]-lg[i])))
+				}
+				top, gap := top2(lc)
+				if g := sample.Argmax(lg); g != top && gap >= 1e-3 {
+					t.Fatalf("step %d: opencl picks %d, cpu %d with a top-2 gap of %g", step, g, top, gap)
+				}
+				if dev, err := mg.Argmax(); err != nil || dev != sample.Argmax(lg) {
+					t.Fatalf("step %d: device argmax %d (%v), host argmax of its logits %d", step, dev, err, sample.Argmax(lg))
+				}
+				batch = []int32{top}
+			}
+			if worst > tol {
+				t.Fatalf("max |Δlogit| %g > %g", worst, tol)
+			}
+			t.Logf("max |Δlogit| %.3g over %d steps", worst, rec.NPredict)
+		})
+	}
+}
+
+func top2(x []float32) (int32, float64) {
+	best := sample.Argmax(x)
+	second := math.Inf(-1)
+	for i, v := range x {
+		if int32(i) != best {
+			second = math.Max(second, float64(v))
+		}
+	}
+	return best, float64(x[best]) - second
+}
