@@ -138,8 +138,16 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 				num = math.Max(num, math.Abs(float64(a[i]-b[i])))
 				den = math.Max(den, math.Abs(float64(b[i])))
 			}
-			if rel := num / den; rel > 1e-5 {
-				t.Fatalf("max |Δlogit| / max |logit| = %g > 1e-5", rel)
+			// Quantised weights round activations to 8 bits: a value on a
+			// rounding boundary may go the other way after a different
+			// summation order, so only their greedy ids must agree (below)
+			// and their logits within a loose 1e-2.
+			tol := 1e-5
+			if tc.typ == "Q8_0" || tc.typ == "Q4_0" {
+				tol = 1e-2
+			}
+			if rel := num / den; rel > tol {
+				t.Fatalf("max |Δlogit| / max |logit| = %g > %g", rel, tol)
 			}
 			ga, gb := greedy(t, whole, []int32{9}, 8), greedy(t, single, []int32{9}, 8)
 			if !equal(ga, gb) {
