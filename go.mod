@@ -3,10 +3,13 @@ module github.com/glint-llm/glint
 go 1.26
 
 require (
+	github.com/urfave/cli/v2 v2.27.7
+	github.com/x448/float16 v0.8.4
+	github.com/yalue/onnxruntime_go v1.27.0
+)
+
+require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/urfave/cli/v2 v2.27.7 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	github.com/yalue/onnxruntime_go v1.27.0 // indirect
 )
