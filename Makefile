@@ -31,34 +31,24 @@ lint:
 test: lint
 	$(GO) test -race -timeout 45m ./...
 
-# The main job with nothing to download: a synthetic model with a built-in
-# tokenizer, generated on the CPU and, where there is an OpenCL device, on it.
+# The main job with nothing to download: a synthetic model (random weights, so
+# its tokens are noise: shown as ids) generated on the CPU and, where there is
+# an OpenCL device, on it, with a step-by-step parity check of the two. Where
+# the staged models are present (../shared), a real one tells a story too.
 demo: build
 	@mkdir -p $(CACHE)
 	@test -f $(DEMO) || $(BIN)/generate synth --shape small --type Q8_0 --seed 7 --std 0.2 -o $(DEMO)
-	@echo "== demo: random-weight synthetic model $(DEMO) (no download); greedy, 24 tokens"
-	$(BIN)/generate -m $(DEMO) -b cpu --temp 0 -n 24 -p "Once upon a time"
+	@echo "== demo: synthetic random-weight model $(DEMO) (nothing downloaded); greedy ids"
+	$(BIN)/generate -m $(DEMO) -b cpu --temp 0 -n 16 -p "Once upon a time" --output ids
 	@if $(BIN)/generate devices >/dev/null 2>&1; then \
-		$(BIN)/generate -m $(DEMO) -b opencl --temp 0 -n 24 -p "Once upon a time"; \
-	else echo "(no OpenCL device: skipped -b opencl)"; fi
-
-# Latency report of the Llama-3.2-1B-shaped synthetic model on cpu and opencl,
-# one weight type at a time (Q4_0 first): markdown table on stdout,
-# out/bench-TYPE/report.json and report.svg. The models are written once into
-# $(CACHE) (with the Llama 3 tokenizer when the shared vocab is there). A
-# backend that fails is a row in its table; the target fails at the end.
-bench: build
-	@mkdir -p $(CACHE)
-	@status=0; for t in $(BENCH_TYPES); do \
-		m=$(CACHE)/bench-llama3.2-1b-$$t.gguf; \
-		if [ ! -f $$m ]; then \
-			vocab=""; if [ -f $(BENCH_VOCAB) ]; then vocab="--vocab $(BENCH_VOCAB)"; fi; \
-			$(BIN)/generate synth --shape llama3.2-1b --type $$t $$vocab -o $$m.part && mv $$m.part $$m || exit 1; \
-		fi; \
-		echo "== bench: $$m: $(BENCH_BACKENDS), $(BENCH_N) tokens × $(BENCH_RUNS) runs"; \
-		$(BIN)/generate report -b $(BENCH_BACKENDS) -m $$m -p "$(BENCH_PROMPT)" -n $(BENCH_N) \
-			--runs $(BENCH_RUNS) -t $(BENCH_THREADS) --out out/bench-$$t || status=1; \
-	done; exit $$status
+		$(BIN)/generate -m $(DEMO) -b opencl --temp 0 -n 16 -p "Once upon a time" --output ids && \
+		$(BIN)/generate parity -m $(DEMO) -p "Once upon a time" -n 8 --backends cpu,opencl; \
+	else echo "(no OpenCL device: skipped -b opencl; install pocl-opencl-icd or a GPU driver)"; fi
+	@if [ -f $(SHARED)/models/stories260K/stories260K.gguf ]; then \
+		echo "== stories260K (trained, from $(SHARED)/models)"; \
+		$(BIN)/generate -m $(SHARED)/models/stories260K/stories260K.gguf -b opencl --temp 0 -n 64 -p "Once upon a time" 2>/dev/null || \
+		$(BIN)/generate -m $(SHARED)/models/stories260K/stories260K.gguf -b cpu --temp 0 -n 64 -p "Once upon a time" 2>/dev/null; echo; \
+	fi
 
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:
