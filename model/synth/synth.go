@@ -444,6 +444,9 @@ func WriteHF(dir string, o Options) error {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(cj, '\n'), 0o644); err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
+	if err := writeHFTokenizer(dir, voc); err != nil {
+		return err
+	}
 	w := safetensors.NewWriter()
 	w.SetMetadata("format", "pt")
 	var shapes []model.TensorShape

@@ -2,6 +2,9 @@ package synth
 
 import (
 	"cmp"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"fmt"
 	"maps"
 	"regexp"
@@ -181,4 +184,52 @@ func builtinVocab(n int) (*vocab, error) {
 		v.types = append(v.types, tokenControl)
 	}
 	return v, nil
+}
+
+// llama3Regex is the Llama 3 pre-tokenizer's Split pattern as Hugging Face
+// tokenizer.json files spell it.
+const llama3Regex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+// writeHFTokenizer writes the built-in vocabulary as a Hugging Face
+// tokenizer.json (byte-level BPE with Llama 3's pre-tokenizer, as Llama 3's
+// own file has) and tokenizer_config.json, so that a folder from WriteHF
+// tokenizes exactly like the GGUF file of the same options.
+func writeHFTokenizer(dir string, v *vocab) error {
+	ids := make(map[string]int, len(v.tokens))
+	var added []map[string]any
+	for i, t := range v.tokens {
+		if v.types[i] == tokenControl {
+			added = append(added, map[string]any{"id": i, "content": t, "single_word": false, "lstrip": false,
+				"rstrip": false, "normalized": false, "special": true})
+			continue
+		}
+		ids[t] = i
+	}
+	tj := map[string]any{
+		"version":      "1.0",
+		"added_tokens": added,
+		"normalizer":   nil,
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": llama3Regex}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+		}},
+		"decoder": map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "fuse_unk": false, "byte_fallback": false,
+			"ignore_merges": true, "vocab": ids, "merges": v.merges},
+	}
+	cfg := map[string]any{
+		"add_bos_token": true, "add_eos_token": false,
+		"bos_token": v.tokens[v.bos], "eos_token": v.tokens[v.eos],
+		"tokenizer_class": "PreTrainedTokenizerFast",
+	}
+	for name, obj := range map[string]any{"tokenizer.json": tj, "tokenizer_config.json": cfg} {
+		b, err := json.MarshalIndent(obj, "", " ")
+		if err != nil {
+			return fmt.Errorf("synth: %s: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	return nil
 }
