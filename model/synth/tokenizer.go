@@ -3,10 +3,10 @@ package synth
 import (
 	"cmp"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
