@@ -3,6 +3,7 @@ package layers_test
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/glint-llm/glint/backend/cpu"
@@ -44,7 +45,7 @@ func TestHuggingFaceEqualsGGUF(t *testing.T) {
 	}
 	text := "Once upon a time, there were 3 little models.\n  They ran<|eot_id|>"
 	ig, ih := tg.Encode(text, true), th.Encode(text, true)
-	if !equal(ig, ih) {
+	if !slices.Equal(ig, ih) {
 		t.Fatalf("GGUF tokenizer %v, tokenizer.json %v", ig, ih)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/glint-llm/glint/backend/cpu"
@@ -87,7 +88,7 @@ func TestLlamaCppGreedy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ids := tok.Encode(rec.Prompt, true); !equal(ids, rec.PromptIDs) {
+			if ids := tok.Encode(rec.Prompt, true); !slices.Equal(ids, rec.PromptIDs) {
 				t.Fatalf("prompt ids %v, want %v", ids, rec.PromptIDs)
 			}
 			m := openCPU(t, path, layers.Options{Context: 256})
@@ -150,7 +151,7 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 				t.Fatalf("max |Δlogit| / max |logit| = %g > %g", rel, tol)
 			}
 			ga, gb := greedy(t, whole, []int32{9}, 8), greedy(t, single, []int32{9}, 8)
-			if !equal(ga, gb) {
+			if !slices.Equal(ga, gb) {
 				t.Fatalf("greedy continuations differ: %v vs %v", ga, gb)
 			}
 		})
@@ -194,16 +195,4 @@ func TestContextOverflow(t *testing.T) {
 	if err := m.Eval([]int32{int32(m.Vocab())}); err == nil {
 		t.Fatal("out-of-range token id accepted")
 	}
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

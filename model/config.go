@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Validate checks that the hyper-parameters describe a Llama model the
@@ -91,21 +92,9 @@ func (c Config) CheckSource(src Source) error {
 		if err != nil {
 			return fmt.Errorf("model: %w", err)
 		}
-		if !equalShape(td.Shape, ts.Shape) {
+		if !slices.Equal(td.Shape, ts.Shape) {
 			return fmt.Errorf("model: tensor %q has shape %v, want %v for this config", ts.Name, td.Shape, ts.Shape)
 		}
 	}
 	return nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +115,7 @@ func TestGPT2Reference(t *testing.T) {
 	// (98), so the reference's attention mask is all ones, as ours is.
 	for b, prompt := range want.InputIDs {
 		got := greedy(t, m, prompt, want.Greedy.MaxLength-len(prompt))
-		if w := want.Greedy.Sequences[b][len(prompt):]; !equal(got, w) {
+		if w := want.Greedy.Sequences[b][len(prompt):]; !slices.Equal(got, w) {
 			t.Errorf("row %d: greedy %v, want %v", b, got, w)
 		}
 
@@ -153,18 +154,6 @@ func TestGPT2Reference(t *testing.T) {
 	if batch != 2 {
 		t.Fatalf("expected_outputs.json has %d rows, want 2", batch)
 	}
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // allLogits reads every row of the last pass's logits (float32 models).
@@ -288,7 +277,7 @@ func TestGemmaInfo(t *testing.T) {
 	i := m.Info()
 	if i.Layers != 18 || i.KVHeads != 1 || i.HeadDim != 256 || i.KVType != "float32" || i.KVStacked ||
 		i.IDType != "int64" || m.Vocab() != 320 || m.Context() != 512 || i.BOS != onnxtest.BOSID ||
-		!equal(i.EOS, []int32{onnxtest.EOSID, onnxtest.EndOfTurnID}) || !i.HasMask || !i.HasPosIDs {
+		!slices.Equal(i.EOS, []int32{onnxtest.EOSID, onnxtest.EndOfTurnID}) || !i.HasMask || !i.HasPosIDs {
 		t.Fatalf("info %+v", i)
 	}
 }

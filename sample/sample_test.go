@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -127,10 +128,10 @@ func TestGreedyAndSeed(t *testing.T) {
 		return out
 	}
 	a, b, c := draw(7), draw(7), draw(8)
-	if !equal(a, b) {
+	if !slices.Equal(a, b) {
 		t.Fatal("same seed gave different draws")
 	}
-	if equal(a, c) {
+	if slices.Equal(a, c) {
 		t.Fatal("different seeds gave the same 50 draws")
 	}
 }
@@ -158,16 +159,4 @@ func TestNoAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(10, func() { s.Sample(logits, hist) }); a != 0 {
 		t.Fatalf("%v allocations per sample", a)
 	}
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
