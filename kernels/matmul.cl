@@ -52,7 +52,7 @@ inline float mm_hsum(float4 a) {
 #define MM_HSUM(a) mm_hsum(a)
 #endif
 
-#define DEFINE_WEIGHT_KERNELS(T)                                               \
+#define DEFINE_MATMUL_KERNELS(T)                                               \
 	kernel void mv_##T(global const uchar* w, ulong rowBytes,                  \
 			global const float* x, global float* dst, int K, int M, int S,     \
 			local float* red) {                                                \
@@ -149,7 +149,9 @@ inline float mm_hsum(float4 a) {
 					s += elem_##T(row, k) * xb[(ulong)t * K + k];              \
 			dst[(ulong)(i0 + t) * M + o] = s;                                  \
 		}                                                                      \
-	}                                                                          \
+	}
+
+#define DEFINE_EMBEDDING_KERNEL(T)                                             \
 	kernel void embedding_##T(global float* dst, global const uchar* table,    \
 			ulong rowBytes, global const int* ids, int K, int vocab,           \
 			volatile global int* status) {                                     \
@@ -178,9 +180,15 @@ inline float mm_hsum(float4 a) {
 // per work-item. Launch: global (ceil(K/16), n). An id outside [0, vocab)
 // writes zeros and reports STATUS_BAD_ID with the id.
 
-DEFINE_WEIGHT_KERNELS(f32)
-DEFINE_WEIGHT_KERNELS(f16)
-DEFINE_WEIGHT_KERNELS(bf16)
-DEFINE_WEIGHT_KERNELS(q8_0)
-DEFINE_WEIGHT_KERNELS(q4_0)
-DEFINE_WEIGHT_KERNELS(q6_k)
+// Plain weight types multiply F32 activations directly; the block formats'
+// matmuls are the integer kernels of quant.cl.
+DEFINE_MATMUL_KERNELS(f32)
+DEFINE_MATMUL_KERNELS(f16)
+DEFINE_MATMUL_KERNELS(bf16)
+
+DEFINE_EMBEDDING_KERNEL(f32)
+DEFINE_EMBEDDING_KERNEL(f16)
+DEFINE_EMBEDDING_KERNEL(bf16)
+DEFINE_EMBEDDING_KERNEL(q8_0)
+DEFINE_EMBEDDING_KERNEL(q4_0)
+DEFINE_EMBEDDING_KERNEL(q6_k)

@@ -76,7 +76,7 @@ func TestOpenCLMatchesCPU(t *testing.T) {
 				for i := range lc {
 					worst = math.Max(worst, math.Abs(float64(lc[i]-lg[i])))
 				}
-				top, gap := top2(lc)
+				top, gap := sample.TopGap(lc)
 				if g := sample.Argmax(lg); g != top && gap >= 1e-3 {
 					t.Fatalf("step %d: opencl picks %d, cpu %d with a top-2 gap of %g", step, g, top, gap)
 				}
@@ -93,49 +93,3 @@ func TestOpenCLMatchesCPU(t *testing.T) {
 	}
 }
 
-func top2(x []float32) (int32, float64) {
-	best := sample.Argmax(x)
-	second := math.Inf(-1)
-	for i, v := range x {
-		if int32(i) != best {
-			second = math.Max(second, float64(v))
-		}
-	}
-	return best, float64(x[best]) - second
-}
-
-// On OpenCL a generated token moves only its id to the device and, for
-// greedy decoding, only the argmax id back, and allocates nothing.
-func TestOpenCLTokenTraffic(t *testing.T) {
-	b := newOpenCL(t)
-	m := openOn(t, b, synthModel(t, "tiny", "Q4_0"), 64)
-	cl := b.(*opencl.Backend)
-	if err := m.Eval([]int32{1, 2, 3}); err != nil {
-		t.Fatal(err)
-	}
-	tok := []int32{4}
-	step := func() {
-		if err := m.Eval(tok); err != nil {
-			t.Fatal(err)
-		}
-		id, err := m.Argmax()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok[0] = id
-	}
-	step() // warm-up
-	cl.ResetStats()
-	const n = 10
-	for range n {
-		step()
-	}
-	s := cl.Stats()
-	if s.ToDevice != 4*n || s.FromDevice != 4*n {
-		t.Fatalf("%d tokens moved %d bytes to the device and %d back; want 4 each per token", n, s.ToDevice, s.FromDevice)
-	}
-	t.Logf("%d kernel launches per token", s.Launches/n)
-	if a := testing.AllocsPerRun(10, step); a != 0 {
-		t.Fatalf("%v heap allocations per token on OpenCL", a)
-	}
-}

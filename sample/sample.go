@@ -180,3 +180,16 @@ func Argmax(x []float32) int32 {
 	}
 	return int32(best)
 }
+
+// TopGap returns the index of the largest value and its lead over the
+// second largest: how close a greedy choice is to flipping.
+func TopGap(x []float32) (int32, float64) {
+	best := Argmax(x)
+	second := math.Inf(-1)
+	for i, v := range x {
+		if int32(i) != best {
+			second = math.Max(second, float64(v))
+		}
+	}
+	return best, float64(x[best]) - second
+}

@@ -81,7 +81,7 @@ func runParity(c *cli.Context) error {
 			}
 		}
 		ref := logits[0]
-		top, gap := top2Gap(ref)
+		top, gap := sample.TopGap(ref)
 		var maxDiff float64
 		tops := []string{fmt.Sprint(top)}
 		agree := true
@@ -117,14 +117,3 @@ func runParity(c *cli.Context) error {
 	return nil
 }
 
-// top2Gap returns the index of the largest logit and its lead over the second.
-func top2Gap(x []float32) (int32, float64) {
-	best := sample.Argmax(x)
-	second := math.Inf(-1)
-	for i, v := range x {
-		if int32(i) != best {
-			second = math.Max(second, float64(v))
-		}
-	}
-	return best, float64(x[best]) - second
-}
