@@ -1,4 +1,5 @@
-// MatMulTransposed and Embedding for each weight type:
+// MatMulTransposed for the plain weight types (F32, F16, BF16; the block
+// formats use the integer kernels of quant.cl) and Embedding for every type:
 // dst[i, o] = Σ_k x[i, k]·w[o, k], w [M, K] in its stored type.
 //
 // mv_T (one token) is bound by reading w once. A work-group of R·S

@@ -92,4 +92,3 @@ func TestOpenCLMatchesCPU(t *testing.T) {
 		})
 	}
 }
-

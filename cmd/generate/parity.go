@@ -116,4 +116,3 @@ func runParity(c *cli.Context) error {
 	}
 	return nil
 }
-
