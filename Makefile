@@ -50,6 +50,25 @@ demo: build
 		$(BIN)/generate -m $(SHARED)/models/stories260K/stories260K.gguf -b cpu --temp 0 -n 64 -p "Once upon a time" 2>/dev/null; echo; \
 	fi
 
+
+# Latency report of the Llama-3.2-1B-shaped synthetic model on cpu and opencl,
+# one weight type at a time (Q4_0 first): markdown table on stdout,
+# out/bench-TYPE/report.json and report.svg. The models are written once into
+# $(CACHE) (with the Llama 3 tokenizer when the shared vocab is there). A
+# backend that fails is a row in its table; the target fails at the end.
+bench: build
+	@mkdir -p $(CACHE)
+	@status=0; for t in $(BENCH_TYPES); do \
+		m=$(CACHE)/bench-llama3.2-1b-$$t.gguf; \
+		if [ ! -f $$m ]; then \
+			vocab=""; if [ -f $(BENCH_VOCAB) ]; then vocab="--vocab $(BENCH_VOCAB)"; fi; \
+			$(BIN)/generate synth --shape llama3.2-1b --type $$t $$vocab -o $$m.part && mv $$m.part $$m || exit 1; \
+		fi; \
+		echo "== bench: $$m: $(BENCH_BACKENDS), $(BENCH_N) tokens × $(BENCH_RUNS) runs"; \
+		$(BIN)/generate report -b $(BENCH_BACKENDS) -m $$m -p "$(BENCH_PROMPT)" -n $(BENCH_N) \
+			--runs $(BENCH_RUNS) -t $(BENCH_THREADS) --out out/bench-$$t || status=1; \
+	done; exit $$status
+
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:
 	bash scripts/onnxruntime.sh

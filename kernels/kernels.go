@@ -15,6 +15,8 @@ var (
 	weights string
 	//go:embed matmul.cl
 	matmul string
+	//go:embed quant.cl
+	quant string
 	//go:embed norm.cl
 	norm string
 	//go:embed rope.cl
@@ -37,6 +39,7 @@ func Files() []File {
 		{"common.cl", common},
 		{"weights.cl", weights},
 		{"matmul.cl", matmul},
+		{"quant.cl", quant},
 		{"norm.cl", norm},
 		{"rope.cl", rope},
 		{"elementwise.cl", elementwise},

@@ -234,6 +234,15 @@ func (d Device) Extensions() ([]string, error) {
 	return strings.Fields(s), err
 }
 
+// CorrectDivide reports whether CL_DEVICE_SINGLE_FP_CONFIG has
+// CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: whether a program may be built with
+// -cl-fp32-correctly-rounded-divide-sqrt.
+func (d Device) CorrectDivide() (bool, error) {
+	var v C.cl_device_fp_config
+	err := d.info(C.CL_DEVICE_SINGLE_FP_CONFIG, unsafe.Sizeof(v), unsafe.Pointer(&v))
+	return v&C.CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT != 0, err
+}
+
 // Type is the CL_DEVICE_TYPE bit set.
 func (d Device) Type() (uint64, error) {
 	var v C.cl_device_type
