@@ -50,7 +50,6 @@ demo: build
 		$(BIN)/generate -m $(SHARED)/models/stories260K/stories260K.gguf -b cpu --temp 0 -n 64 -p "Once upon a time" 2>/dev/null; echo; \
 	fi
 
-
 # Latency report of the Llama-3.2-1B-shaped synthetic model on cpu and opencl,
 # one weight type at a time (Q4_0 first): markdown table on stdout,
 # out/bench-TYPE/report.json and report.svg. The models are written once into
