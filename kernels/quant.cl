@@ -154,9 +154,12 @@ inline wu_q4_0 wload_q4_0(global const uchar* row, int u) {
 }
 
 inline int idot_q4_0(wu_q4_0 w, char16 x0, char16 x1) {
-	// |p| ≤ 2·8·127.
+	// The block sum is at most 32·8·127: shorts hold it all the way.
 	short16 p = w.lo * convert_short16(x0) + w.hi * convert_short16(x1);
-	return isum16(convert_int16(p));
+	short8 a = p.lo + p.hi;
+	short4 b = a.lo + a.hi;
+	short2 c = b.lo + b.hi;
+	return (int)c.x + (int)c.y;
 }
 
 // ---- Q8_0 × Q8_0: Σ qw·qx per 32-element block.
@@ -182,8 +185,13 @@ inline wu_q8_0 wload_q8_0(global const uchar* row, int u) {
 }
 
 inline int idot_q8_0(wu_q8_0 w, char16 x0, char16 x1) {
-	// Each product ≤ 128·127 fits a short; their sum needs an int.
-	return isum16(convert_int16(w.a * convert_short16(x0)) + convert_int16(w.b * convert_short16(x1)));
+	// A product is at most 128·127 and the sum of two fits a short; the
+	// block sum needs an int.
+	short16 pa = w.a * convert_short16(x0), pb = w.b * convert_short16(x1);
+	int8 s = convert_int8(pa.lo + pa.hi) + convert_int8(pb.lo + pb.hi);
+	int4 t = s.lo + s.hi;
+	int2 u = t.lo + t.hi;
+	return u.x + u.y;
 }
 
 // ---- Q6_K × Q8_K: per 256-element block, Σ_j sc[j]·Σ (q6-32)·q8 over its

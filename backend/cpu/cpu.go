@@ -35,6 +35,14 @@ type Backend struct {
 	scratch []scratch
 	// ropeCS holds cos/sin of one token's rotation angles.
 	ropeCS []float64
+
+	// act holds the last quantised activations and actKey what they are
+	// (see quant.go); clock numbers tensor writes for actKey.version.
+	act    acts
+	actKey actKey
+	clock  uint64
+	// quantized counts activation quantisations (tests check the reuse).
+	quantized int
 }
 
 // scratch is one thread's working memory.
@@ -153,13 +161,22 @@ func (b *Backend) own(op, arg string, t backend.Tensor) (*Tensor, error) {
 }
 
 // writable records an error when dst is a weight: weights usually live in
-// read-only mmap'd memory.
+// read-only mmap'd memory. Every op calls it for each tensor it writes, so
+// it is also where the write is recorded (wrote).
 func (b *Backend) writable(op, arg string, t *Tensor) bool {
 	if t.weight {
 		b.fail(fmt.Errorf("cpu: %s: %s is the read-only weight %q", op, arg, t.name))
 		return false
 	}
+	b.wrote(t)
 	return true
+}
+
+// wrote gives t a new version: anything derived from its contents (the
+// quantised activations) is stale from now on.
+func (b *Backend) wrote(t *Tensor) {
+	b.clock++
+	t.version = b.clock
 }
 
 // checkN records an error unless 0 <= n <= rows of every tensor given.

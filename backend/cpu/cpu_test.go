@@ -32,7 +32,7 @@ func TestF16Table(t *testing.T) {
 	}
 }
 
-// TestDotKernels compares each row kernel with a float64 dot product over the
+// TestDotKernels compares each float row kernel with a float64 dot product over the
 // dtype reference dequantisation, and dequant with DequantizeRow bit for bit.
 func TestDotKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -51,6 +51,9 @@ func TestDotKernels(t *testing.T) {
 				if got[i] != ref[i] {
 					t.Fatalf("%v dequant[%d] = %g, want %g", dt, i, got[i], ref[i])
 				}
+			}
+			if dt.Quantized() {
+				continue // quantised dots: TestDotQ
 			}
 			x := make([]float32, k)
 			for i := range x {
@@ -159,6 +162,7 @@ func TestDevice(t *testing.T) {
 
 // BenchmarkDot times each row kernel alone on one thread (a 2048-element row,
 // as in the Llama 3.2 1B projections), the unit a SIMD pass would replace.
+// Quantised types include quantising the activation row, as a decode does.
 func BenchmarkDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	const k = 2048
@@ -173,8 +177,16 @@ func BenchmarkDot(b *testing.B) {
 		b.Run(dt.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			var s float32
+			var a acts
+			at := dt.ActivationType()
+			a.grow(at, 1, k)
 			for range b.N {
-				s += dot(dt, x, raw, wf)
+				if dt.Quantized() {
+					quantizeRowsGo(at, actOffset(dt), &a, x, k, 0, 1)
+					s += dotQ(dt, &a, 0, k, raw)
+				} else {
+					s += dot(dt, x, raw, wf)
+				}
 			}
 			sink = s
 		})

@@ -6,7 +6,8 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
-// The row kernels. Each dot kernel takes one activation row x and one weight
+// The portable row kernels for float weights (quantised ones are in
+// quant.go). Each dot kernel takes one activation row x and one weight
 // row w in its stored layout and returns Σ x[i]·w[i]; each dequant kernel
 // expands a whole number of blocks. They are deliberately small leaf
 // functions so that a SIMD implementation can replace them one at a time.
@@ -91,89 +92,7 @@ func dotBF16(x []float32, w []byte) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// dotQ8_0 sums each block's x·q in float32 and applies the block scale once.
-func dotQ8_0(x []float32, w []byte) float32 {
-	nb := len(x) / dtype.QK8_0
-	w = w[:nb*dtype.BlockBytesQ8_0]
-	var sum float32
-	for b := range nb {
-		blk := (*[dtype.BlockBytesQ8_0]byte)(w[b*dtype.BlockBytesQ8_0:])
-		xb := (*[dtype.QK8_0]float32)(x[b*dtype.QK8_0:])
-		d := f16Table[uint16(blk[0])|uint16(blk[1])<<8]
-		q := (*[dtype.QK8_0]byte)(blk[2:])
-		var s0, s1, s2, s3 float32
-		for j := 0; j < dtype.QK8_0; j += 4 {
-			s0 += xb[j] * float32(int8(q[j]))
-			s1 += xb[j+1] * float32(int8(q[j+1]))
-			s2 += xb[j+2] * float32(int8(q[j+2]))
-			s3 += xb[j+3] * float32(int8(q[j+3]))
-		}
-		sum += d * ((s0 + s1) + (s2 + s3))
-	}
-	return sum
-}
-
-// dotQ4_0 reads both nibbles of a byte through q4Table: element j is the low
-// nibble of byte j, element j+16 the high one.
-func dotQ4_0(x []float32, w []byte) float32 {
-	nb := len(x) / dtype.QK4_0
-	w = w[:nb*dtype.BlockBytesQ4_0]
-	var sum float32
-	for b := range nb {
-		blk := (*[dtype.BlockBytesQ4_0]byte)(w[b*dtype.BlockBytesQ4_0:])
-		xb := (*[dtype.QK4_0]float32)(x[b*dtype.QK4_0:])
-		d := f16Table[uint16(blk[0])|uint16(blk[1])<<8]
-		q := (*[dtype.QK4_0 / 2]byte)(blk[2:])
-		var s0, s1, s2, s3 float32
-		for j := 0; j < dtype.QK4_0/2; j += 2 {
-			v0, v1 := &q4Table[q[j]], &q4Table[q[j+1]]
-			s0 += xb[j] * v0[0]
-			s1 += xb[j+16] * v0[1]
-			s2 += xb[j+1] * v1[0]
-			s3 += xb[j+17] * v1[1]
-		}
-		sum += d * ((s0 + s1) + (s2 + s3))
-	}
-	return sum
-}
-
-// dotQ6_K walks a super-block in ggml's order: two halves of 128 elements,
-// each four groups of 32 built from ql/qh, each group two 16-element
-// sub-blocks with their own int8 scale.
-func dotQ6_K(x []float32, w []byte) float32 {
-	nb := len(x) / dtype.QK_K
-	w = w[:nb*dtype.BlockBytesQ6_K]
-	var sum float32
-	for b := range nb {
-		blk := (*[dtype.BlockBytesQ6_K]byte)(w[b*dtype.BlockBytesQ6_K:])
-		xb := (*[dtype.QK_K]float32)(x[b*dtype.QK_K:])
-		d := f16Table[uint16(blk[208])|uint16(blk[209])<<8]
-		var bsum float32
-		for half := range 2 {
-			ql := (*[64]byte)(blk[64*half:])
-			qh := (*[32]byte)(blk[128+32*half:])
-			sc := (*[8]byte)(blk[192+8*half:])
-			y := (*[128]float32)(xb[128*half:])
-			for g := range 2 {
-				var s1, s2, s3, s4 float32
-				for l := 16 * g; l < 16*g+16; l++ {
-					h := qh[l&31]
-					a, c := ql[l&63], ql[(l+32)&63]
-					s1 += y[l&127] * float32(int(a&0xF|(h&3)<<4)-32)
-					s2 += y[(l+32)&127] * float32(int(c&0xF|(h>>2&3)<<4)-32)
-					s3 += y[(l+64)&127] * float32(int(a>>4|(h>>4&3)<<4)-32)
-					s4 += y[(l+96)&127] * float32(int(c>>4|(h>>6)<<4)-32)
-				}
-				bsum += float32(int8(sc[g]))*s1 + float32(int8(sc[g+2]))*s2 +
-					float32(int8(sc[g+4]))*s3 + float32(int8(sc[g+6]))*s4
-			}
-		}
-		sum += d * bsum
-	}
-	return sum
-}
-
-// dot dispatches on the weight type; x and w are one row each.
+// dot dispatches on the (float) weight type; x and w are one row each.
 func dot(dt dtype.Type, x []float32, w []byte, wf []float32) float32 {
 	switch dt {
 	case dtype.F32:
@@ -182,12 +101,6 @@ func dot(dt dtype.Type, x []float32, w []byte, wf []float32) float32 {
 		return dotF16(x, w)
 	case dtype.BF16:
 		return dotBF16(x, w)
-	case dtype.Q8_0:
-		return dotQ8_0(x, w)
-	case dtype.Q4_0:
-		return dotQ4_0(x, w)
-	case dtype.Q6_K:
-		return dotQ6_K(x, w)
 	}
 	return 0
 }

@@ -10,8 +10,12 @@ const (
 	// dequantised chunk is used tokenTile times while it sits in L1, and
 	// the tile's activations (tokenTile × chunk floats) stay in L2.
 	tokenTile = 32
-	// chunkElems is one Q6_K super-block and eight Q4_0/Q8_0 blocks.
-	chunkElems = dtype.QK_K
+	// chunkElems is the k-chunk the portable prefill dequantises at once.
+	chunkElems = 256
+	// rowTile is the number of weight rows the quantised SIMD kernels
+	// process together (sharing each activation block), so work is split
+	// in multiples of it.
+	rowTile = 4
 )
 
 // MatMulTransposed implements backend.Backend.
@@ -20,14 +24,14 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	if !b.ok(op) {
 		return
 	}
-	d := b.tensor(op, "dst", dst, dtype.F32)
 	xt := b.tensor(op, "x", x, dtype.F32)
+	d := b.tensor(op, "dst", dst, dtype.F32)
 	wt, err := b.own(op, "w", w)
 	if err != nil {
 		b.fail(err)
 		return
 	}
-	if d == nil || xt == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, xt) {
+	if d == nil || xt == nil || !b.checkN(op, n, d, xt) {
 		return
 	}
 	if wt.dt == dtype.I32 {
@@ -40,30 +44,85 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 			xt.shape, wt.name, wt.shape, d.shape, k, m))
 		return
 	}
-	if n == 0 {
+	// x is quantised before dst is marked written (writable): when dst is x,
+	// that write must invalidate the quantised copy.
+	var a *acts
+	if wt.dt.Quantized() && n > 0 {
+		a = b.quantize(xt, wt.dt, n, k)
+	}
+	if !b.writable(op, "dst", d) || n == 0 {
 		return
 	}
 	t := &b.pool.task
-	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xt.f32, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m}
+	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xt.f32, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a}
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd
 	}
 	// About four chunks per thread even out threads slowed down by others
-	// on the machine; the SIMD prefill kernel works on panels of 32 rows, so
-	// its chunks are whole panels.
+	// on the machine; the SIMD prefill kernel for float weights works on
+	// panels of 32 rows, the quantised ones on tiles of rowTile rows, so
+	// chunks are whole panels or tiles.
 	t.grain = b.grainFor(m)
-	if t.simd > simdOff && n > 1 {
+	switch {
+	case t.simd > simdOff && a != nil:
+		t.grain = (t.grain + rowTile - 1) / rowTile * rowTile
+	case t.simd > simdOff && n > 1:
 		t.grain = (t.grain + 31) / 32 * 32
 	}
 	b.pool.run()
 }
 
+// quantize rounds the first n rows of x to the activation type of weight
+// type wt in b.act, unless b.act already holds exactly that (the same tensor,
+// unchanged since, rounded the same way).
+func (b *Backend) quantize(x *Tensor, wt dtype.Type, n, k int) *acts {
+	key := actKey{x: x, version: x.version, at: wt.ActivationType(), off: actOffset(wt), n: n, k: k}
+	if b.actKey == key {
+		return &b.act
+	}
+	b.act.grow(key.at, n, k)
+	t := &b.pool.task
+	*t = task{kind: kQuantize, total: n, grain: max(1, minElemsPerTask/k), x: x.f32, k: k, act: &b.act, at: key.at, off: key.off}
+	if b.simd > simdOff {
+		t.simd = b.simd
+	}
+	if n == 1 {
+		quantizeRows(t, 0, 1) // not worth waking a thread
+	} else {
+		b.pool.run()
+	}
+	b.actKey = key
+	b.quantized++
+	return &b.act
+}
+
+func quantizeRows(t *task, lo, hi int) {
+	if t.simd > simdOff {
+		simdQuantize(t.at, t.off, t.act, t.x, t.k, lo, hi)
+	} else {
+		quantizeRowsGo(t.at, t.off, t.act, t.x, t.k, lo, hi)
+	}
+}
+
 // matMulRows computes output columns lo…hi-1 for every token. Decode calls
-// the dot kernel on the stored row directly; prefill dequantises a chunk of
-// the row once and reuses it for a tile of tokens.
+// the dot kernel on the stored row directly; prefill with float weights
+// dequantises a chunk of the row once and reuses it for a tile of tokens.
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
 	rowBytes, _ := t.wt.RowBytes(k)
+	if t.act != nil {
+		if t.simd > simdOff {
+			simdMatMatQ(t.simd, t, rowBytes, lo, hi)
+			return
+		}
+		for o := lo; o < hi; o++ {
+			row := t.w[o*rowBytes : (o+1)*rowBytes]
+			for i := range n {
+				t.dst[i*m+o] = dotQ(t.wt, t.act, i, k, row)
+			}
+		}
+		return
+	}
 	if t.simd > simdOff {
 		if n == 1 {
 			simdMatVec(t.simd, t, rowBytes, lo, hi)
@@ -85,11 +144,7 @@ func matMulRows(t *task, lo, hi int) {
 	}
 	var buf [chunkElems]float32
 	var acc [tokenTile]float32
-	elemBytes := 0 // bytes per element for plain types; chunks of blocks otherwise
-	if !t.wt.Quantized() {
-		elemBytes = t.wt.BlockBytes()
-	}
-	chunkBytes := chunkElems / t.wt.BlockSize() * t.wt.BlockBytes()
+	elemBytes := t.wt.BlockBytes() // float types: bytes per element
 	for o := lo; o < hi; o++ {
 		row := t.w[o*rowBytes : (o+1)*rowBytes]
 		for t0 := 0; t0 < n; t0 += tokenTile {
@@ -101,12 +156,8 @@ func matMulRows(t *task, lo, hi int) {
 				if t.wt == dtype.F32 {
 					wc = t.y[o*k+c : o*k+c+cl]
 				} else {
-					off := c / chunkElems * chunkBytes
-					if elemBytes > 0 {
-						off = c * elemBytes
-					}
 					wc = buf[:cl]
-					dequant(t.wt, wc, row[off:])
+					dequant(t.wt, wc, row[c*elemBytes:])
 				}
 				xs := t.x[t0*k+c:]
 				for i := range nt {

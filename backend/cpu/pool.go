@@ -17,6 +17,7 @@ const (
 	kSiLUMul
 	kSoftmax
 	kAttention
+	kQuantize
 )
 
 // task is the op in flight: its arguments and a shared cursor from which
@@ -32,8 +33,11 @@ type task struct {
 	dst, x, y []float32
 	w         []byte
 	wt        dtype.Type
-	simd      simdLevel // matmul kernels to use
-	n, k, m   int       // tokens, inner size (row length), outer size (rows of w)
+	simd      simdLevel  // matmul kernels to use
+	act       *acts      // quantised activations (quantised weights)
+	at        dtype.Type // kQuantize: activation type
+	off       int32      // kQuantize: correction offset (actOffset)
+	n, k, m   int        // tokens, inner size (row length), outer size (rows of w)
 	eps       float32
 
 	// Attention: query rows start at position pos0; kvLen > 0 is decode.
@@ -126,6 +130,8 @@ func (b *Backend) work(t *task, id int) {
 			softmaxRows(t, lo, hi)
 		case kAttention:
 			b.attentionItems(t, id, lo, hi)
+		case kQuantize:
+			quantizeRows(t, lo, hi)
 		}
 	}
 }

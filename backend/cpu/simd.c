@@ -1,12 +1,13 @@
-// SIMD matmul kernels for the CPU backend (see simd.go). Every function is
-// compiled for its instruction set with a target attribute and chosen at run
-// time, so the package builds with plain CFLAGS and still runs on CPUs that
-// lack AVX-512 or AVX2.
+// SIMD kernels for the CPU backend (see simd.go). Every function is compiled
+// for its instruction set with a target attribute and chosen at run time, so
+// the package builds with plain CFLAGS and still runs on CPUs that lack
+// AVX-512 or AVX2.
 //
-// Activations stay float32 and weights are widened exactly (d·q is one
-// float32 product, as in the reference), so results differ from the
-// reference only in summation order.
-
+// Float weights (F32, F16, BF16) meet float32 activations and are widened
+// exactly, so results differ from the reference only in summation order.
+// Quantised weights meet activations quantised as dtype.RoundActivations
+// defines (llama.cpp's arithmetic): each block's dot product is an exact
+// integer, scaled by the two block scales in float32.
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@
 
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
 
 // f16tab maps every half-precision bit pattern to float, so that a block
@@ -46,7 +48,7 @@ int glint_simd_level(void) {
 	init_f16tab();
 	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-		return 2;
+		return __builtin_cpu_supports("avx512vnni") ? 3 : 2;
 	}
 	return 1;
 }
@@ -146,93 +148,6 @@ static A2 float dot_bf16_avx2(const float *x, const uint8_t *w, int k) {
 	return s;
 }
 
-// Quantised dots sum x·q per block and apply the block scale with one FMA;
-// alternate blocks use separate accumulators to halve the FMA latency chain.
-static A2 float dot_q8_0_avx2(const float *x, const uint8_t *w, int k) {
-	__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-	int nb = k / 32;
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *blk = w + (size_t)b * 34;
-		const float *xb = x + b * 32;
-		__m128i q0 = _mm_loadu_si128((const __m128i *)(blk + 2));
-		__m128i q1 = _mm_loadu_si128((const __m128i *)(blk + 18));
-		__m256 s = _mm256_mul_ps(_mm256_loadu_ps(xb), i8x8(q0));
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8), i8x8(_mm_srli_si128(q0, 8)), s);
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16), i8x8(q1), s);
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 24), i8x8(_mm_srli_si128(q1, 8)), s);
-		if (b & 1) {
-			acc1 = _mm256_fmadd_ps(s, _mm256_broadcast_ss(&f16tab[le16(blk)]), acc1);
-		} else {
-			acc0 = _mm256_fmadd_ps(s, _mm256_broadcast_ss(&f16tab[le16(blk)]), acc0);
-		}
-	}
-	return hsum8(_mm256_add_ps(acc0, acc1));
-}
-
-// Q4_0: byte j holds element j (low nibble) and element j+16 (high nibble).
-static A2 float dot_q4_0_avx2(const float *x, const uint8_t *w, int k) {
-	const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-	__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-	int nb = k / 32;
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *blk = w + (size_t)b * 18;
-		const float *xb = x + b * 32;
-		__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
-		__m128i lo = _mm_sub_epi8(_mm_and_si128(v, m4), eight);
-		__m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), eight);
-		__m256 s = _mm256_mul_ps(_mm256_loadu_ps(xb), i8x8(lo));
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8), i8x8(_mm_srli_si128(lo, 8)), s);
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16), i8x8(hi), s);
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 24), i8x8(_mm_srli_si128(hi, 8)), s);
-		if (b & 1) {
-			acc1 = _mm256_fmadd_ps(s, _mm256_broadcast_ss(&f16tab[le16(blk)]), acc1);
-		} else {
-			acc0 = _mm256_fmadd_ps(s, _mm256_broadcast_ss(&f16tab[le16(blk)]), acc0);
-		}
-	}
-	return hsum8(_mm256_add_ps(acc0, acc1));
-}
-
-// q6k_unpack rebuilds 32 signed 6-bit values for each of the four 32-element
-// groups of one 128-element half of a Q6_K super-block (ggml's layout: low
-// nibbles in ql, two high bits each in qh).
-INLINE A2 void q6k_unpack(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
-	__m256i a = _mm256_loadu_si256((const __m256i *)ql);
-	__m256i c = _mm256_loadu_si256((const __m256i *)(ql + 32));
-	__m256i h = _mm256_loadu_si256((const __m256i *)qh);
-	q[0] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)), off);
-	q[1] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)), off);
-	q[2] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30)), off);
-	q[3] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)), off);
-}
-
-static A2 float dot_q6_k_avx2(const float *x, const uint8_t *w, int k) {
-	__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-	int nb = k / 256;
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *blk = w + (size_t)b * 210;
-		float d = f16at(blk + 208);
-		for (int half = 0; half < 2; half++) {
-			const int8_t *sc = (const int8_t *)(blk + 192 + 8 * half);
-			const float *y = x + b * 256 + 128 * half;
-			__m256i q[4];
-			q6k_unpack(blk + 64 * half, blk + 128 + 32 * half, q);
-			for (int j = 0; j < 4; j++) {
-				__m128i lo = _mm256_castsi256_si128(q[j]), hi = _mm256_extracti128_si256(q[j], 1);
-				const float *yj = y + 32 * j;
-				__m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(yj), i8x8(lo));
-				s0 = _mm256_fmadd_ps(_mm256_loadu_ps(yj + 8), i8x8(_mm_srli_si128(lo, 8)), s0);
-				__m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(yj + 16), i8x8(hi));
-				s1 = _mm256_fmadd_ps(_mm256_loadu_ps(yj + 24), i8x8(_mm_srli_si128(hi, 8)), s1);
-				acc0 = _mm256_fmadd_ps(s0, _mm256_set1_ps(d * (float)sc[2 * j]), acc0);
-				acc1 = _mm256_fmadd_ps(s1, _mm256_set1_ps(d * (float)sc[2 * j + 1]), acc1);
-			}
-		}
-	}
-	return hsum8(_mm256_add_ps(acc0, acc1));
-}
-
 // ---------------------------------------------------------------- AVX-512 dots
 
 static A5 float dot_f32_avx512(const float *x, const float *w, int k) {
@@ -273,87 +188,9 @@ static A5 float dot_f16_avx512(const float *x, const uint8_t *w, int k) {
 	return s;
 }
 
-INLINE A5 __m512 q8blk512(const float *xb, const uint8_t *blk) {
-	__m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2))));
-	__m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18))));
-	return _mm512_fmadd_ps(_mm512_loadu_ps(xb + 16), q1, _mm512_mul_ps(_mm512_loadu_ps(xb), q0));
-}
+// ---------------------------------------------------------------- decode, float weights
 
-// Q4_0 on AVX-512: vpermps with a 16-entry table maps a nibble straight to
-// its float value (q-8), using only the low four bits of each index, so the
-// low nibbles need no mask and neither half needs a subtract or a convert.
-INLINE A5 __m512 q4blk512(const float *xb, const uint8_t *blk, __m512 tbl) {
-	__m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
-	__m512 lo = _mm512_permutexvar_ps(v, tbl);
-	__m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tbl);
-	return _mm512_fmadd_ps(_mm512_loadu_ps(xb + 16), hi, _mm512_mul_ps(_mm512_loadu_ps(xb), lo));
-}
-
-// QDOT512 walks blocks in groups of 16, two blocks per
-// step into two accumulators to halve the FMA latency chain.
-#define QDOT512(name, bytes, blkfn, ...)                                                     \
-	static A5 float name(const float *x, const uint8_t *w, int k) {                          \
-		__VA_ARGS__;                                                                         \
-		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;                                      \
-		int nb = k / 32;                                                                     \
-		for (int b0 = 0; b0 < nb; b0 += 16) {                                                \
-			int g = nb - b0 < 16 ? nb - b0 : 16;                                             \
-			const uint8_t *p = w + (size_t)b0 * bytes;                                       \
-			const float *xg = x + b0 * 32;                                                   \
-			int j = 0;                                                                       \
-			for (; j + 2 <= g; j += 2) {                                                     \
-				acc0 = _mm512_fmadd_ps(blkfn(xg + 32 * j, p + j * bytes), _mm512_set1_ps(f16tab[le16(p + j * bytes)]), acc0); \
-				acc1 = _mm512_fmadd_ps(blkfn(xg + 32 * j + 32, p + (j + 1) * bytes), _mm512_set1_ps(f16tab[le16(p + (j + 1) * bytes)]), acc1); \
-			}                                                                                \
-			if (j < g) {                                                                     \
-				acc0 = _mm512_fmadd_ps(blkfn(xg + 32 * j, p + j * bytes), _mm512_set1_ps(f16tab[le16(p + j * bytes)]), acc0); \
-			}                                                                                \
-		}                                                                                    \
-		return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));                              \
-	}
-
-QDOT512(dot_q8_0_avx512, 34, q8blk512, )
-#define Q4BLK(xb, blk) q4blk512(xb, blk, tbl)
-QDOT512(dot_q4_0_avx512, 18, Q4BLK, const __m512 tbl = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7))
-#undef Q4BLK
-
-// The Q6_K kernels go through memory on purpose: the unpacked values are
-// stored and re-read by vpmovsxbd (one shuffle uop instead of an extract
-// plus a widen), and the sixteen scales d·sc of a super-block are converted
-// once and broadcast from memory (a load, not a shuffle, per group of 16).
-static A5 float dot_q6_k_avx512(const float *x, const uint8_t *w, int k) {
-	__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
-	int nb = k / 256;
-	int8_t qs[128] __attribute__((aligned(64)));
-	float ss[16] __attribute__((aligned(64)));
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *blk = w + (size_t)b * 210;
-		__m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))));
-		_mm512_store_ps(ss, _mm512_mul_ps(_mm512_set1_ps(f16tab[le16(blk + 208)]), sc));
-		for (int half = 0; half < 2; half++) {
-			const float *y = x + b * 256 + 128 * half;
-			__m256i q[4];
-			q6k_unpack(blk + 64 * half, blk + 128 + 32 * half, q);
-			for (int j = 0; j < 4; j++) {
-				_mm256_store_si256((__m256i *)(qs + 32 * j), q[j]);
-			}
-			__asm__ volatile("" ::: "memory");
-			for (int j = 0; j < 4; j++) {
-				__m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(qs + 32 * j))));
-				__m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(qs + 32 * j + 16))));
-				__m512 s0 = _mm512_mul_ps(_mm512_loadu_ps(y + 32 * j), q0);
-				__m512 s1 = _mm512_mul_ps(_mm512_loadu_ps(y + 32 * j + 16), q1);
-				acc0 = _mm512_fmadd_ps(s0, _mm512_set1_ps(ss[8 * half + 2 * j]), acc0);
-				acc1 = _mm512_fmadd_ps(s1, _mm512_set1_ps(ss[8 * half + 2 * j + 1]), acc1);
-			}
-		}
-	}
-	return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-// ---------------------------------------------------------------- decode
-
-#define MATVEC(name, attr, f32fn, f16fn, bf16fn, q8fn, q4fn, q6fn)                              \
+#define MATVEC(name, attr, f32fn, f16fn, bf16fn)                                                \
 	static attr void name(int type, const float *x, const uint8_t *w, size_t rowBytes, int k, \
 	                      int lo, int hi, float *dst) {                                        \
 		for (int o = lo; o < hi; o++) {                                                        \
@@ -363,17 +200,13 @@ static A5 float dot_q6_k_avx512(const float *x, const uint8_t *w, int k) {
 			case T_F32: s = f32fn(x, (const float *)r, k); break;                              \
 			case T_F16: s = f16fn(x, r, k); break;                                             \
 			case T_BF16: s = bf16fn(x, r, k); break;                                           \
-			case T_Q8_0: s = q8fn(x, r, k); break;                                             \
-			case T_Q4_0: s = q4fn(x, r, k); break;                                             \
-			case T_Q6_K: s = q6fn(x, r, k); break;                                             \
 			}                                                                                  \
 			dst[o] = s;                                                                        \
 		}                                                                                      \
 	}
 
-MATVEC(matvec_avx2, A2, dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2, dot_q6_k_avx2)
-MATVEC(matvec_avx512, A5, dot_f32_avx512, dot_f16_avx512, dot_bf16_avx2, dot_q8_0_avx512, dot_q4_0_avx512, dot_q6_k_avx512)
-
+MATVEC(matvec_avx2, A2, dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2)
+MATVEC(matvec_avx512, A5, dot_f32_avx512, dot_f16_avx512, dot_bf16_avx2)
 void glint_matvec(int level, int type, const float *x, const uint8_t *w, size_t rowBytes, int k,
                   int lo, int hi, float *dst) {
 	if (level >= 2) {
@@ -385,9 +218,9 @@ void glint_matvec(int level, int type, const float *x, const uint8_t *w, size_t 
 
 // ---------------------------------------------------------------- prefill
 
-// KC is the k-chunk of a weight panel: a whole Q6_K super-block and eight
-// Q4_0/Q8_0 blocks, and small enough that a panel (KC × 32 rows, 32 KiB)
-// stays in L1 while every token of the batch streams past it.
+// KC is the k-chunk of a weight panel, small enough that a panel
+// (KC × 32 rows, 32 KiB) stays in L1 while every token of the batch streams
+// past it.
 #define KC 256
 
 // dequant_chunk widens len elements of one row, starting at element c (a
@@ -420,56 +253,9 @@ static A2 void dequant_chunk(int type, const uint8_t *row, int c, int len, float
 		}
 		break;
 	}
-	case T_Q8_0: {
-		const uint8_t *p = row + (size_t)(c / 32) * 34;
-		for (int b = 0; b < len / 32; b++, p += 34) {
-			__m256 d = _mm256_set1_ps(f16at(p));
-			__m128i q0 = _mm_loadu_si128((const __m128i *)(p + 2)), q1 = _mm_loadu_si128((const __m128i *)(p + 18));
-			_mm256_storeu_ps(y + 32 * b, _mm256_mul_ps(d, i8x8(q0)));
-			_mm256_storeu_ps(y + 32 * b + 8, _mm256_mul_ps(d, i8x8(_mm_srli_si128(q0, 8))));
-			_mm256_storeu_ps(y + 32 * b + 16, _mm256_mul_ps(d, i8x8(q1)));
-			_mm256_storeu_ps(y + 32 * b + 24, _mm256_mul_ps(d, i8x8(_mm_srli_si128(q1, 8))));
-		}
-		break;
-	}
-	case T_Q4_0: {
-		const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-		const uint8_t *p = row + (size_t)(c / 32) * 18;
-		for (int b = 0; b < len / 32; b++, p += 18) {
-			__m256 d = _mm256_set1_ps(f16at(p));
-			__m128i v = _mm_loadu_si128((const __m128i *)(p + 2));
-			__m128i lo = _mm_sub_epi8(_mm_and_si128(v, m4), eight);
-			__m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), eight);
-			_mm256_storeu_ps(y + 32 * b, _mm256_mul_ps(d, i8x8(lo)));
-			_mm256_storeu_ps(y + 32 * b + 8, _mm256_mul_ps(d, i8x8(_mm_srli_si128(lo, 8))));
-			_mm256_storeu_ps(y + 32 * b + 16, _mm256_mul_ps(d, i8x8(hi)));
-			_mm256_storeu_ps(y + 32 * b + 24, _mm256_mul_ps(d, i8x8(_mm_srli_si128(hi, 8))));
-		}
-		break;
-	}
-	case T_Q6_K: {
-		// len is KC = one super-block.
-		const uint8_t *blk = row + (size_t)(c / 256) * 210;
-		float d = f16at(blk + 208);
-		for (int half = 0; half < 2; half++) {
-			const int8_t *sc = (const int8_t *)(blk + 192 + 8 * half);
-			float *yh = y + 128 * half;
-			__m256i q[4];
-			q6k_unpack(blk + 64 * half, blk + 128 + 32 * half, q);
-			for (int j = 0; j < 4; j++) {
-				// The reference computes (d·scale)·q.
-				__m256 s0 = _mm256_set1_ps(d * (float)sc[2 * j]), s1 = _mm256_set1_ps(d * (float)sc[2 * j + 1]);
-				__m128i lo = _mm256_castsi256_si128(q[j]), hi = _mm256_extracti128_si256(q[j], 1);
-				_mm256_storeu_ps(yh + 32 * j, _mm256_mul_ps(s0, i8x8(lo)));
-				_mm256_storeu_ps(yh + 32 * j + 8, _mm256_mul_ps(s0, i8x8(_mm_srli_si128(lo, 8))));
-				_mm256_storeu_ps(yh + 32 * j + 16, _mm256_mul_ps(s1, i8x8(hi)));
-				_mm256_storeu_ps(yh + 32 * j + 24, _mm256_mul_ps(s1, i8x8(_mm_srli_si128(hi, 8))));
-			}
-		}
-		break;
-	}
 	}
 }
+
 
 // pack fills panel[kk*R + r] with element c+kk of row o0+r, zero for rows at
 // or past hi: the transposed layout lets the micro-kernel load R consecutive
@@ -602,5 +388,291 @@ void glint_matmat(int level, int type, const float *x, int n, int k, const uint8
 		matmat_avx512(type, x, n, k, w, rowBytes, lo, hi, dst, m);
 	} else {
 		matmat_avx2(type, x, n, k, w, rowBytes, lo, hi, dst, m);
+	}
+}
+
+// ---------------------------------------------------------------- activations
+
+// hmax8 is the largest lane of v.
+INLINE A2 float hmax8(__m256 v) {
+	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_max_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+INLINE A2 int hsum8i(__m256i v) {
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+	return _mm_cvtsi128_si32(s);
+}
+
+// pack32 narrows four vectors of int32 (elements 0-7, 8-15, 16-23, 24-31,
+// each within int8 range) to 32 int8 in element order: the packs interleave
+// 128-bit lanes, which the final permute undoes.
+INLINE A2 __m256i pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+	__m256i a = _mm256_packs_epi32(i0, i1), b = _mm256_packs_epi32(i2, i3);
+	return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// The multiplications, divisions and roundings below are exactly the float32
+// operations of dtype.Q8_0Scale, dtype.Q8_KScale and dtype.RoundActivations
+// (vcvtps2dq rounds half to even under the default MXCSR mode, as
+// math.RoundToEven does), so the quantised values are bit-identical to the
+// Go reference; simd_test.go checks that directly.
+static A2 void quantize_q8_0_avx2(const float *x, int k, int off, int8_t *q, float *d, int32_t *c) {
+	const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+	for (int b = 0; b < k / 32; b++) {
+		const float *xb = x + 32 * b;
+		__m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+		__m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+		__m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs), _mm256_and_ps(v1, abs)),
+		                         _mm256_max_ps(_mm256_and_ps(v2, abs), _mm256_and_ps(v3, abs)));
+		float amax = hmax8(m);
+		if (amax == 0) {
+			memset(q + 32 * b, 0, 32);
+			d[b] = 0;
+			c[b] = 0;
+			continue;
+		}
+		d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+		__m256 id = _mm256_set1_ps(127.0f / amax);
+		__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
+		__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
+		c[b] = -off * hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+		_mm256_storeu_si256((__m256i *)(q + 32 * b), pack32(i0, i1, i2, i3));
+	}
+}
+
+static A2 void quantize_q8_k_avx2(const float *x, int k, int8_t *q, float *d, int16_t *bs) {
+	const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+	const __m256i max127 = _mm256_set1_epi32(127);
+	for (int b = 0; b < k / 256; b++) {
+		const float *xb = x + 256 * b;
+		__m256 m = _mm256_setzero_ps();
+		for (int i = 0; i < 256; i += 8) {
+			m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), abs));
+		}
+		float amax = hmax8(m);
+		if (amax == 0) {
+			memset(q + 256 * b, 0, 256);
+			memset(bs + 16 * b, 0, 32);
+			d[b] = 0;
+			continue;
+		}
+		// The reference keeps the first element of largest magnitude.
+		float mv = 0;
+		for (int i = 0; i < 256; i++) {
+			if (__builtin_fabsf(xb[i]) == amax) {
+				mv = xb[i];
+				break;
+			}
+		}
+		float iscale = -127.0f / mv;
+		d[b] = 1.0f / iscale;
+		__m256 is = _mm256_set1_ps(iscale);
+		for (int g = 0; g < 16; g++) {
+			const float *xg = xb + 16 * g;
+			__m256i i0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg), is)), max127);
+			__m256i i1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + 8), is)), max127);
+			bs[16 * b + g] = (int16_t)hsum8i(_mm256_add_epi32(i0, i1));
+			__m256i p = pack32(i0, i1, i0, i1);
+			_mm_storeu_si128((__m128i *)(q + 256 * b + 16 * g), _mm256_castsi256_si128(p));
+		}
+	}
+}
+
+void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c) {
+	quantize_q8_0_avx2(x, k, off, q, d, c);
+}
+
+void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs) {
+	quantize_q8_k_avx2(x, k, q, d, bs);
+}
+
+// ---------------------------------------------------------------- quantised dots
+//
+// A block dot product is Σ (qw − o)·qx with an exact int32 result. The
+// unsigned×signed byte instructions (vpdpbusd, vpmaddubsw) want the weights
+// unsigned, so they compute Σ u·qx with u = qw + o ≥ 0 and the activation
+// quantiser has already stored the correction c = −o·Σ qx for the block
+// (o = 8 for Q4_0, whose nibbles are stored as q+8; o = 128 for Q8_0, whose
+// bytes become unsigned by flipping the sign bit). The correction starts
+// the vpdpbusd accumulator, so it costs a load and no arithmetic.
+
+// q4_unpack returns the 32 nibbles of a Q4_0 block in element order as
+// unsigned bytes: byte j holds element j (low nibble) and j+16 (high), so the
+// 16 bytes go to both 128-bit lanes and the upper lane shifts by 4.
+INLINE A2 __m256i q4_unpack(const uint8_t *qs) {
+	__m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+	v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// Block dots for Q4_0 (bytes at p, 16 bytes of nibbles) and Q8_0 (32 bytes):
+// VNNI adds to the correction init; AVX2 multiplies in int16 (exact: at most
+// 2·15·127 for Q4_0, and for Q8_0 ggml's |qw|·sign(qx, qw) form, at most
+// 2·128·127, which needs no correction) and sums pairs with vpmaddwd.
+INLINE A3 __m256i bdot_q4_vnni(__m256i init, const uint8_t *qs, __m256i x) {
+	return _mm256_dpbusd_epi32(init, q4_unpack(qs), x);
+}
+
+INLINE A3 __m256i bdot_q8_vnni(__m256i init, const uint8_t *qs, __m256i x) {
+	__m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)qs), _mm256_set1_epi8((char)0x80));
+	return _mm256_dpbusd_epi32(init, u, x);
+}
+
+INLINE A2 __m256i bdot_q4_avx2(__m256i init, const uint8_t *qs, __m256i x) {
+	__m256i p = _mm256_maddubs_epi16(q4_unpack(qs), x);
+	return _mm256_add_epi32(init, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+INLINE A2 __m256i bdot_q8_avx2(__m256i init, const uint8_t *qs, __m256i x) {
+	(void)init;
+	__m256i w = _mm256_loadu_si256((const __m256i *)qs);
+	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// QTILE defines a micro-kernel for R weight rows × T tokens of Q4_0 or Q8_0
+// (block size bb bytes): each unpacked weight block and each activation
+// block is loaded once and used T (R) times; acc[r][t] collects
+// Σ_b cvt(dot)·(dw·dx) and is reduced to dst[t*m + r] at the end.
+#define QTILE(name, attr, bdot, bb)                                                                          \
+	INLINE attr void name(int R, int T, const int8_t *q, const float *xd, const int32_t *xc, int k,            \
+	                      const uint8_t *w, size_t rowBytes, float *dst, int m) {                            \
+		__m256 acc[4][4];                                                                                     \
+		for (int r = 0; r < R; r++)                                                                           \
+			for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();                                      \
+		int nb = k / 32;                                                                                      \
+		for (int b = 0; b < nb; b++) {                                                                        \
+			__m256 dw[4];                                                                                     \
+			for (int r = 0; r < R; r++) dw[r] = _mm256_broadcast_ss(&f16tab[le16(w + r * rowBytes + (size_t)b * bb)]); \
+			for (int t = 0; t < T; t++) {                                                                     \
+				__m256i xv = _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b));               \
+				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[(size_t)t * nb + b]));             \
+				__m256 dx = _mm256_broadcast_ss(&xd[(size_t)t * nb + b]);                                     \
+				for (int r = 0; r < R; r++) {                                                                 \
+					__m256i dp = bdot(init, w + r * rowBytes + (size_t)b * bb + 2, xv);                       \
+					acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_mul_ps(dw[r], dx), acc[r][t]); \
+				}                                                                                             \
+			}                                                                                                 \
+		}                                                                                                     \
+		for (int r = 0; r < R; r++)                                                                           \
+			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = hsum8(acc[r][t]);                           \
+	}
+
+QTILE(tile_q4_vnni, A3, bdot_q4_vnni, 18)
+QTILE(tile_q8_vnni, A3, bdot_q8_vnni, 34)
+QTILE(tile_q4_avx2, A2, bdot_q4_avx2, 18)
+QTILE(tile_q8_avx2, A2, bdot_q8_avx2, 34)
+
+// q6k_unpack rebuilds the 6-bit values (0…63, the stored q+32) of the four
+// 32-element groups of one 128-element half of a Q6_K super-block (ggml's
+// layout: low nibbles in ql, two high bits each in qh).
+INLINE A2 void q6k_unpack(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	__m256i a = _mm256_loadu_si256((const __m256i *)ql);
+	__m256i c = _mm256_loadu_si256((const __m256i *)(ql + 32));
+	__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+	q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+	q[1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+	q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30));
+	q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+}
+
+// dot_q6_k is ggml's Q6_K×Q8_K: per super-block d·dx·Σ_j sc[j]·Σ (q−32)·qx
+// over its sixteen 16-element groups. vpmaddubsw gives int16 pair sums
+// (at most 2·63·127), vpmaddwd multiplies them by the group's scale, and the
+// −32 is applied once per super-block from the activation group sums.
+// VNNI would save nothing here: the scale multiply needs vpmaddwd anyway.
+static A2 float dot_q6_k(const int8_t *q, const float *xd, const int16_t *bs, const uint8_t *w, int k) {
+	__m256 acc = _mm256_setzero_ps();
+	for (int b = 0; b < k / 256; b++) {
+		const uint8_t *blk = w + (size_t)b * 210;
+		const int8_t *sc = (const int8_t *)(blk + 192);
+		__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+		__m256i corr = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)(bs + 16 * b)));
+		__m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+		for (int half = 0; half < 2; half++) {
+			__m256i qv[4];
+			q6k_unpack(blk + 64 * half, blk + 128 + 32 * half, qv);
+			__m256i s8 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * half))));
+			const int8_t *xh = q + 256 * b + 128 * half;
+			for (int j = 0; j < 4; j++) {
+				// Lower lane: scale 2j of this half for all 8 int16; upper: 2j+1.
+				const __m256i sh = _mm256_setr_epi8(4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1,
+				                                     4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1,
+				                                     4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3,
+				                                     4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3);
+				__m256i p = _mm256_maddubs_epi16(qv[j], _mm256_loadu_si256((const __m256i *)(xh + 32 * j)));
+				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(s8, sh)));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16at(blk + 208) * xd[b]), acc);
+	}
+	return hsum8(acc);
+}
+
+// CASES4 expands to the four token counts of an R-row tile, each a call
+// with constant shape.
+#define CASE1(tile, R, T) \
+	case R * 8 + T: tile(R, T, qt, dt, ct, k, wr, rowBytes, d, m); break;
+#define CASES4(tile, R) CASE1(tile, R, 1) CASE1(tile, R, 2) CASE1(tile, R, 3) CASE1(tile, R, 4)
+
+// The tiles: R rows × T tokens, with ragged edges dispatched to smaller
+// constant shapes so that the compiler keeps every accumulator in a register
+// (VNNI has 32 vector registers for 4×4 tiles; AVX2 16, for 2×4).
+#define QMATMAT(name, attr, tile, R0)                                                                    \
+	static attr void name(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,  \
+	                      size_t rowBytes, int lo, int hi, float *dst, int m) {                                 \
+		int nb = k / 32;                                                                                      \
+		for (int o = lo; o < hi; o += R0) {                                                                   \
+			int R = hi - o < R0 ? hi - o : R0;                                                                \
+			const uint8_t *wr = w + (size_t)o * rowBytes;                                                     \
+			for (int t = 0; t < n; t += 4) {                                                                  \
+				int T = n - t < 4 ? n - t : 4;                                                                \
+				const int8_t *qt = q + (size_t)t * k;                                                         \
+				const float *dt = xd + (size_t)t * nb;                                                        \
+				const int32_t *ct = xc + (size_t)t * nb;                                                      \
+				float *d = dst + (size_t)t * m + o;                                                           \
+				switch (R * 8 + T) {                                                                          \
+				CASES4(tile, 1) CASES4(tile, 2) CASES4(tile, 3) CASES4(tile, 4)                               \
+				}                                                                                             \
+			}                                                                                                 \
+		}                                                                                                     \
+	}
+
+QMATMAT(matmat_q4_vnni, A3, tile_q4_vnni, 4)
+QMATMAT(matmat_q8_vnni, A3, tile_q8_vnni, 4)
+QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
+QMATMAT(matmat_q8_avx2, A2, tile_q8_avx2, 2)
+
+void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const int16_t *bs,
+                    int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
+	switch (type) {
+	case T_Q4_0:
+		if (level >= 3) {
+			matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+		} else {
+			matmat_q4_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+		}
+		break;
+	case T_Q8_0:
+		if (level >= 3) {
+			matmat_q8_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+		} else {
+			matmat_q8_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+		}
+		break;
+	case T_Q6_K:
+		for (int t = 0; t < n; t++) {
+			for (int o = lo; o < hi; o++) {
+				dst[(size_t)t * m + o] = dot_q6_k(q + (size_t)t * k, d + (size_t)t * (k / 256),
+				                                  bs + (size_t)t * (k / 16), w + (size_t)o * rowBytes, k);
+			}
+		}
+		break;
 	}
 }

@@ -13,6 +13,7 @@ const (
 	simdOff    simdLevel = iota // portable Go
 	simdAVX2                    // AVX2 + FMA + F16C
 	simdAVX512                  // AVX-512 F/BW/VL/DQ as well
+	simdVNNI                    // AVX-512 VNNI as well (int8 dot products)
 )
 
 func (l simdLevel) String() string {
@@ -21,13 +22,16 @@ func (l simdLevel) String() string {
 		return "avx2"
 	case simdAVX512:
 		return "avx512"
+	case simdVNNI:
+		return "avx512vnni"
 	}
 	return "go"
 }
 
 // hostSIMD is the best level this CPU supports; defaultSIMD is what New uses:
-// hostSIMD unless GLINT_CPU_SIMD (off, go, avx2 or avx512) asks for less,
-// which is how the pure Go path is run and compared on a SIMD machine.
+// hostSIMD unless GLINT_CPU_SIMD (off, go, avx2, avx512 or avx512vnni) asks
+// for less, which is how the other paths are run and compared on a machine
+// that has them all.
 var (
 	hostSIMD    = detectSIMD()
 	defaultSIMD = func() simdLevel {
@@ -53,8 +57,10 @@ func parseSIMD(s string, host simdLevel) (simdLevel, error) {
 		l = simdAVX2
 	case "avx512":
 		l = simdAVX512
+	case "avx512vnni", "vnni":
+		l = simdVNNI
 	default:
-		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2 or avx512", s)
+		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2, avx512 or avx512vnni", s)
 	}
 	return min(l, host), nil
 }

@@ -2,15 +2,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// glint_simd_level is 2 with AVX-512 (F, BW, VL, DQ) plus AVX2/FMA/F16C, 1
-// with AVX2/FMA/F16C alone, 0 otherwise.
+// glint_simd_level is 3 with AVX-512 VNNI as well as level 2, 2 with
+// AVX-512 (F, BW, VL, DQ) plus AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0
+// otherwise.
 int glint_simd_level(void);
 
-// glint_matvec computes dst[o] = x · row o of w for lo <= o < hi.
+// glint_matvec computes dst[o] = x · row o of w for lo <= o < hi, for float
+// weights (F32, F16, BF16).
 void glint_matvec(int level, int type, const float *x, const uint8_t *w, size_t rowBytes, int k, int lo, int hi,
                   float *dst);
 
 // glint_matmat computes dst[t*m + o] = x[t] · row o of w for t < n and
-// lo <= o < hi.
+// lo <= o < hi, for float weights.
 void glint_matmat(int level, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                   int hi, float *dst, int m);
+
+// Quantised activations (one row of k elements): q holds k int8 values; for
+// Q8_0, d[b] is block b's scale (f16-rounded) and c[b] = -off·Σ q over the
+// block (the offset the unsigned weight encoding adds, see simd.c); for
+// Q8_K, d[b] is the 256-block's scale and bs[j] the sum of 16-element group j.
+void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c);
+void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs);
+
+// glint_matmat_q computes dst[t*m + o] = x[t] · row o of the quantised
+// weight w (Q4_0, Q8_0 or Q6_K) for t < n and lo <= o < hi, from n rows of
+// quantised activations (row t at q + t*k, d + t*k/bs, c + t*k/32 or
+// bs + t*k/16).
+void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const int16_t *bs,
+                    int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m);

@@ -12,25 +12,64 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
+// The pointers passed below are to Go or mmap'd memory holding no Go
+// pointers and are not kept after the call, as the cgo rules require.
+
 func detectSIMD() simdLevel { return simdLevel(C.glint_simd_level()) }
 
-// simdMatVec computes t.dst[o] for rows lo…hi-1 of a one-token matmul. The
-// pointers are to Go or mmap'd memory holding no Go pointers and are not kept
-// after the call, as the cgo rules require.
+// simdMatVec computes t.dst[o] for rows lo…hi-1 of a one-token matmul with
+// float weights.
 func simdMatVec(level simdLevel, t *task, rowBytes, lo, hi int) {
 	C.glint_matvec(C.int(level), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(t.k), C.int(lo), C.int(hi),
 		(*C.float)(unsafe.Pointer(&t.dst[0])))
 }
 
-// simdMatMat computes rows lo…hi-1 of every token of a prefill matmul.
+// simdMatMat computes rows lo…hi-1 of every token of a prefill matmul with
+// float weights.
 func simdMatMat(level simdLevel, t *task, rowBytes, lo, hi int) {
 	C.glint_matmat(C.int(level), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
 		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
 
-// simdTypes are the weight types the C kernels implement.
+// simdMatMatQ computes rows lo…hi-1 of every token of a matmul with
+// quantised weights from the quantised activations in t.act.
+func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
+	a := t.act
+	var c *C.int32_t
+	var bs *C.int16_t
+	if len(a.c) > 0 {
+		c = (*C.int32_t)(unsafe.Pointer(&a.c[0]))
+	}
+	if len(a.bs) > 0 {
+		bs = (*C.int16_t)(unsafe.Pointer(&a.bs[0]))
+	}
+	C.glint_matmat_q(C.int(level), C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
+		(*C.float)(unsafe.Pointer(&a.d[0])), c, bs, C.int(t.n), C.int(t.k),
+		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
+		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
+}
+
+// simdQuantize quantises rows lo…hi-1 of x (k wide) into a, as
+// quantizeRowsGo does, bit for bit.
+func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		xp := (*C.float)(unsafe.Pointer(&x[i*k]))
+		qp := (*C.int8_t)(unsafe.Pointer(&a.q[i*k]))
+		switch at {
+		case dtype.Q8_0:
+			nb := k / dtype.QK8_0
+			C.glint_quantize_q8_0(xp, C.int(k), C.int(off), qp, (*C.float)(unsafe.Pointer(&a.d[i*nb])),
+				(*C.int32_t)(unsafe.Pointer(&a.c[i*nb])))
+		case dtype.Q8_K:
+			C.glint_quantize_q8_k(xp, C.int(k), qp, (*C.float)(unsafe.Pointer(&a.d[i*k/dtype.QK_K])),
+				(*C.int16_t)(unsafe.Pointer(&a.bs[i*k/16])))
+		}
+	}
+}
+
+// simdType reports whether the C kernels implement weight type dt.
 func simdType(dt dtype.Type) bool {
 	switch dt {
 	case dtype.F32, dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q6_K:

@@ -4,12 +4,19 @@ package cpu
 
 import "github.com/glint-llm/glint/dtype"
 
-// Without cgo (or off amd64) only the portable Go kernels exist.
+// Without cgo (or off amd64) only the portable Go kernels exist; the
+// backend never selects a SIMD level, so these are never called.
 
 func detectSIMD() simdLevel { return simdOff }
 
 func simdMatVec(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
 
 func simdMatMat(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
+
+func simdMatMatQ(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
+
+func simdQuantize(dtype.Type, int32, *acts, []float32, int, int, int) {
+	panic("cpu: SIMD kernels not built")
+}
 
 func simdType(dtype.Type) bool { return false }

@@ -44,7 +44,7 @@ func TestConformanceSIMD(t *testing.T) {
 // the dtype dequantisation, at shapes the suite does not reach: rows that
 // fill several 32-row panels plus a ragged one, k spanning several 256-wide
 // chunks with a short last one, and token counts on both sides of the
-// micro-kernel widths (6 and 12).
+// micro-kernel widths (6 and 12; 4 for the quantised tiles).
 func TestMatMulSIMD(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 13))
 	shapes := map[dtype.Type][2]int{
@@ -63,6 +63,12 @@ func TestMatMulSIMD(t *testing.T) {
 			x := make([]float32, n*k)
 			for i := range x {
 				x[i] = 2*rng.Float32() - 1
+			}
+			// Quantised weights see rounded activations; every level
+			// rounds bit-identically (TestQuantizeActivations).
+			xr := make([]float32, n*k)
+			for i := range n {
+				dtype.RoundActivations(dt.ActivationType(), xr[i*k:(i+1)*k], x[i*k:(i+1)*k])
 			}
 			for _, l := range simdLevels() {
 				name := fmt.Sprintf("%v/%v/n=%d", l, dt, n)
@@ -88,7 +94,7 @@ func TestMatMulSIMD(t *testing.T) {
 					for o := range m {
 						var want, mag float64
 						for j := range k {
-							p := float64(x[i*k+j]) * float64(wf[o*k+j])
+							p := float64(xr[i*k+j]) * float64(wf[o*k+j])
 							want += p
 							mag += math.Abs(p)
 						}
@@ -116,6 +122,9 @@ func TestParseSIMD(t *testing.T) {
 		{"avx2", simdAVX512, simdAVX2, false},
 		{"avx512", simdAVX2, simdAVX2, false},
 		{"avx512", simdOff, simdOff, false},
+		{"avx512vnni", simdVNNI, simdVNNI, false},
+		{"vnni", simdAVX512, simdAVX512, false},
+		{"", simdVNNI, simdVNNI, false},
 		{"sse", simdAVX2, simdAVX2, true},
 	} {
 		got, err := parseSIMD(c.in, c.host)

@@ -20,6 +20,8 @@ type Tensor struct {
 	i32    []int32
 	weight bool
 	freed  bool
+	// version changes on every write (Backend.wrote).
+	version uint64
 }
 
 // DType implements backend.Tensor.
@@ -142,6 +144,7 @@ func (b *Backend) WriteF32(t backend.Tensor, off int, src []float32) error {
 	if err != nil {
 		return err
 	}
+	b.wrote(ct)
 	copy(ct.f32[off:], src)
 	return nil
 }
@@ -165,6 +168,7 @@ func (b *Backend) WriteI32(t backend.Tensor, off int, src []int32) error {
 	if err != nil {
 		return err
 	}
+	b.wrote(ct)
 	copy(ct.i32[off:], src)
 	return nil
 }

@@ -70,7 +70,7 @@ func TestDeviceSelector(t *testing.T) {
 func TestBuildFailureLog(t *testing.T) {
 	b := testBackend(t)
 	bad := kernels.Source() + "\nkernel void broken(global float* x) { x[0] = undefined_name; }\n"
-	_, err := buildProgram(b.ctx, b.dev, bad, true)
+	_, err := buildProgram(b.ctx, b.dev, bad, true, false)
 	var ce *cl.Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("build of a broken source: got %v, want a *cl.Error", err)

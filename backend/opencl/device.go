@@ -25,6 +25,9 @@ type DeviceInfo struct {
 	CVersion     string // OpenCL C version, e.g. "OpenCL C 1.2 PoCL"
 	FP16         bool   // cl_khr_fp16
 	Subgroups    bool   // cl_khr_subgroups or cl_intel_subgroups
+	// CorrectDivide: CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in
+	// CL_DEVICE_SINGLE_FP_CONFIG (see buildProgram).
+	CorrectDivide bool
 }
 
 func (d DeviceInfo) String() string {
@@ -140,6 +143,8 @@ func describe(d cl.Device) (DeviceInfo, error) {
 	info.MaxWorkGroup, err = d.MaxWorkGroup()
 	keep(err)
 	info.CVersion, err = d.CVersion()
+	keep(err)
+	info.CorrectDivide, err = d.CorrectDivide()
 	keep(err)
 	exts, err := d.Extensions()
 	keep(err)

@@ -1,7 +1,10 @@
 package opencl
 
 import (
+	"fmt"
+
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 )
 
@@ -89,6 +92,21 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	if n == 0 || out == 0 || !b.fits(op, "w columns", in) || !b.fits(op, "w rows", out) || !b.fits(op, "n", n) {
 		return
 	}
+	// Block formats read activations rounded as dtype.RoundActivations
+	// defines, from b.act (quant.cl); their kernels take the quants and
+	// the scales where the float kernels take x, one argument further on.
+	xArgs := func(k *kern) int {
+		if wk.quant == nil {
+			b.argMem(k, 2, xt.mem)
+			return 3
+		}
+		b.argMem(k, 2, b.act.q)
+		b.argMem(k, 3, b.act.d)
+		return 4
+	}
+	if wk.quant != nil && !b.quantize(op, xt, n, in, wt.dt.ActivationType(), wk.quant) {
+		return
+	}
 	if n == 1 {
 		k := wk.mv
 		// Lanes beyond the units of a row would idle: give them rows.
@@ -98,12 +116,12 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		rows := group / lanes
 		b.argMem(k, 0, wt.mem)
 		b.argU64(k, 1, wt.bytes/out)
-		b.argMem(k, 2, xt.mem)
-		b.argMem(k, 3, d.mem)
-		b.argI32(k, 4, in)
-		b.argI32(k, 5, out)
-		b.argI32(k, 6, lanes)
-		b.argLocal(k, 7, 4*group)
+		a := xArgs(k)
+		b.argMem(k, a, d.mem)
+		b.argI32(k, a+1, in)
+		b.argI32(k, a+2, out)
+		b.argI32(k, a+3, lanes)
+		b.argLocal(k, a+4, 4*group)
 		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1})
 		return
 	}
@@ -114,13 +132,95 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	group := min(b.mat.mmGroup, k.max)
 	b.argMem(k, 0, wt.mem)
 	b.argU64(k, 1, wt.bytes/out)
-	b.argMem(k, 2, xt.mem)
-	b.argMem(k, 3, d.mem)
-	b.argI32(k, 4, in)
-	b.argI32(k, 5, out)
-	b.argI32(k, 6, n)
-	if !b.mat.cpu {
-		b.argLocal(k, 7, 4*mmTokens*mmChunk)
+	a := xArgs(k)
+	b.argMem(k, a, d.mem)
+	b.argI32(k, a+1, in)
+	b.argI32(k, a+2, out)
+	b.argI32(k, a+3, n)
+	switch {
+	case b.mat.cpu:
+	case wk.quant != nil:
+		b.argLocal(k, a+4, mmTokens*mmqChunk)
+		b.argLocal(k, a+5, 4*mmTokens*mmqChunk/dtype.QK8_0)
+	default:
+		b.argLocal(k, a+4, 4*mmTokens*mmChunk)
 	}
 	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1})
+}
+
+// mmqChunk must match MMQ_KC in quant.cl: activation columns staged per
+// mmq_T step.
+const mmqChunk = 256
+
+// actScratch is the device copy of a matmul's activations rounded to an
+// activation type (quant.cl): int8 quants q (row i at byte i·K) and float
+// scales d (row i at i·K/block). It is grown, never shrunk, so a model
+// allocates it at its first prefill and decodes without allocating.
+//
+// src, ver, at, rows and cols say what it holds: the first rows rows of
+// tensor src at version ver, rounded to at. Consecutive matmuls on the same
+// unchanged activations (Q, K and V; gate and up) quantise them once.
+type actScratch struct {
+	q, d           cl.Mem
+	qBytes, dBytes int
+
+	src        *tensor
+	ver        uint64
+	at         dtype.Type
+	rows, cols int
+}
+
+// quantize rounds the first n rows of x (k columns) to activation type at
+// into b.act, unless it already holds them, and reports whether it may be
+// used.
+func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *kern) bool {
+	a := &b.act
+	if a.src == x && a.ver == x.ver && a.at == at && a.cols == k && a.rows >= n {
+		return true
+	}
+	a.src = nil
+	block := at.BlockSize()
+	qBytes, dBytes := n*k, 4*(n*k/block)
+	if !b.grow(op, &a.q, &a.qBytes, qBytes) || !b.grow(op, &a.d, &a.dBytes, dBytes) {
+		return false
+	}
+	b.argMem(qk, 0, x.mem)
+	b.argMem(qk, 1, a.q)
+	b.argMem(qk, 2, a.d)
+	b.argI32(qk, 3, k)
+	switch at {
+	case dtype.Q8_0:
+		b.launch(qk, 2, [3]int{roundUp(k/block, qk.wg), n, 1}, [3]int{qk.wg, 1, 1})
+	case dtype.Q8_K:
+		L := min(qk.wg, block)
+		b.argLocal(qk, 4, 4*L)
+		b.argLocal(qk, 5, 4*L)
+		b.launch(qk, 2, [3]int{k / block * L, n, 1}, [3]int{L, 1, 1})
+	default:
+		b.shape(op, "no quantiser for activation type %v", at)
+		return false
+	}
+	if b.err != nil {
+		return false
+	}
+	a.src, a.ver, a.at, a.rows, a.cols = x, x.ver, at, n, k
+	return true
+}
+
+// grow makes *m hold at least need bytes, replacing it when it is smaller.
+// Queued kernels that still read the old buffer keep it alive (OpenCL
+// defers the release).
+func (b *Backend) grow(op string, m *cl.Mem, have *int, need int) bool {
+	if need <= *have {
+		return true
+	}
+	m.Release()
+	*m, *have = cl.Mem{}, 0
+	nm, err := b.ctx.NewBuffer(max(need, 4))
+	if err != nil {
+		b.fail(fmt.Errorf("opencl: %s: activation scratch of %s: %w", op, size(int64(need)), err))
+		return false
+	}
+	*m, *have = nm, need
+	return true
 }

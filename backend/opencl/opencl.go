@@ -2,8 +2,10 @@
 // device (NVIDIA, AMD, Intel, Apple, or PoCL on a CPU). Weights stay in their
 // stored type in device memory and are dequantised inside the kernels
 // (package kernels); activations, the KV cache and the workspace are F32
-// device buffers allocated once. Ops are queued asynchronously; only the
-// Read calls, Sync and Close wait.
+// device buffers allocated once. Matmuls with block-format weights first
+// round their activations to int8 blocks (dtype.RoundActivations, as the
+// CPU backend does) and multiply in integers. Ops are queued
+// asynchronously; only the Read calls, Sync and Close wait.
 //
 // A Backend is not safe for concurrent use. Its kernels need no OpenCL
 // extension; the program is built once per device per process.
@@ -51,11 +53,19 @@ type compiled struct {
 	err  error
 }
 
-// programKey names a program: a device and whether it is built with the CPU
-// variants (see buildProgram).
+// variant is how a program is built for a device (see buildProgram).
+type variant struct {
+	// cpu selects the kernels' CPU-device variants.
+	cpu bool
+	// approxDiv builds without -cl-fp32-correctly-rounded-divide-sqrt even
+	// where the device offers it, so that tests cover quant.cl's fallback.
+	approxDiv bool
+}
+
+// programKey names a program: a device and a variant.
 type programKey struct {
 	dev cl.Device
-	cpu bool
+	v   variant
 }
 
 var programs struct {
@@ -63,10 +73,10 @@ var programs struct {
 	m map[programKey]*compiled
 }
 
-func compile(d cl.Device, cpu bool) (*compiled, error) {
+func compile(d device, v variant) (*compiled, error) {
 	programs.Lock()
 	defer programs.Unlock()
-	key := programKey{d, cpu}
+	key := programKey{d.dev, v}
 	if c, ok := programs.m[key]; ok {
 		return c, c.err
 	}
@@ -74,9 +84,9 @@ func compile(d cl.Device, cpu bool) (*compiled, error) {
 		programs.m = map[programKey]*compiled{}
 	}
 	c := &compiled{}
-	c.ctx, c.err = cl.NewContext(d)
+	c.ctx, c.err = cl.NewContext(d.dev)
 	if c.err == nil {
-		c.prog, c.err = buildProgram(c.ctx, d, kernels.Source(), cpu)
+		c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), v.cpu, d.info.CorrectDivide && !v.approxDiv)
 	}
 	programs.m[key] = c
 	return c, c.err
@@ -89,11 +99,16 @@ const buildOptions = "-cl-std=CL1.2"
 // buildProgram builds src for d; cpu selects the kernels' CPU-device
 // variants (MM_WIDE_ACC in matmul.cl). Which variants a device gets is
 // decided by its type, but both build and run anywhere, so that tests on a
-// CPU device cover the GPU ones too.
-func buildProgram(ctx cl.Context, d cl.Device, src string, cpu bool) (cl.Program, error) {
+// CPU device cover the GPU ones too. exactDiv, for a device that offers
+// correctly rounded division, asks for it: the activation quantisers
+// (quant.cl) must divide exactly as the CPU does.
+func buildProgram(ctx cl.Context, d cl.Device, src string, cpu, exactDiv bool) (cl.Program, error) {
 	opts := buildOptions
 	if cpu {
 		opts += " -DMM_WIDE_ACC"
+	}
+	if exactDiv {
+		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
 	}
 	p, err := ctx.Build(d, src, opts)
 	if err != nil {
@@ -111,9 +126,11 @@ type kern struct {
 	simd int // CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE
 }
 
-// weightKernels are the per-type kernels of a weight format.
+// weightKernels are the per-type kernels of a weight format. For the block
+// formats mv, mm and mmc are quant.cl's integer kernels and quant rounds
+// their activations; plain types have no quant.
 type weightKernels struct {
-	mv, mm, mmc, embedding *kern
+	mv, mm, mmc, embedding, quant *kern
 }
 
 // Backend runs ops on one OpenCL device.
@@ -137,6 +154,11 @@ type Backend struct {
 	attnScratch      cl.Mem
 	attnScratchBytes int
 	attnParts        int
+
+	// act holds activations quantised for the integer matmuls (see
+	// quantize); actVer numbers tensor writes (see touch).
+	act    actScratch
+	actVer uint64
 
 	// status is the kernels' bad-input report (see common.cl); checked by
 	// Sync when an Embedding ran since the last check.
@@ -185,18 +207,18 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(d, d.info.Type == "CPU")
+	return open(d, variant{cpu: d.info.Type == "CPU"})
 }
 
-// open makes a Backend on d with the CPU or the GPU kernel variants and
-// launch shapes.
-func open(d device, cpu bool) (*Backend, error) {
-	c, err := compile(d.dev, cpu)
+// open makes a Backend on d with the program variant v and, for v.cpu, the
+// CPU launch shapes (else the GPU ones).
+func open(d device, v variant) (*Backend, error) {
+	c, err := compile(d, v)
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
 	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}}
-	if err := b.init(c.prog, cpu); err != nil {
+	if err := b.init(c.prog, v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
@@ -229,8 +251,14 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 		}
 		return kk
 	}
+	quant := map[dtype.Type]*kern{dtype.Q8_0: mk("quantize_q8_0"), dtype.Q8_K: mk("quantize_q8_k")}
 	for _, wt := range weightTypes {
-		b.byType[wt.dt] = weightKernels{mk("mv_" + wt.suffix), mk("mm_" + wt.suffix), mk("mmc_" + wt.suffix), mk("embedding_" + wt.suffix)}
+		q := "" // the integer kernels of quant.cl
+		if wt.dt.Quantized() {
+			q = "q"
+		}
+		sfx := q + "_" + wt.suffix
+		b.byType[wt.dt] = weightKernels{mk("mv" + sfx), mk("mm" + sfx), mk("mmc" + sfx), mk("embedding_" + wt.suffix), quant[wt.dt.ActivationType()]}
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
 	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
@@ -397,6 +425,8 @@ func (b *Backend) release() {
 	b.kernels = nil
 	b.status.Release()
 	b.attnScratch.Release()
+	b.act.q.Release()
+	b.act.d.Release()
 	for _, m := range b.ropeTables {
 		m.Release()
 	}

@@ -21,6 +21,9 @@ type tensor struct {
 	bytes  int // exact size of the data (the buffer may be larger)
 	elems  int
 	freed  bool
+	// ver changes whenever an op or a host write may change the contents
+	// (see Backend.touch).
+	ver uint64
 }
 
 func (t *tensor) DType() dtype.Type { return t.dt }
@@ -112,6 +115,9 @@ func (b *Backend) Free(bt backend.Tensor) {
 	}
 	t.freed = true
 	if _, ok := b.tensors[t]; ok {
+		if b.act.src == t {
+			b.act.src = nil
+		}
 		delete(b.tensors, t)
 		b.used -= int64(t.bytes)
 		// Queued kernels may still use the buffer; OpenCL defers the release
@@ -154,6 +160,9 @@ func (b *Backend) access(op string, write bool, bt backend.Tensor, dt dtype.Type
 	}
 	if write && t.weight {
 		return nil, fmt.Errorf("opencl: %s: tensor is the read-only weight %q", op, t.name)
+	}
+	if write {
+		b.touch(t)
 	}
 	if t.dt != dt {
 		return nil, backend.ShapeError("opencl: "+op, "tensor %v is not %v", t, dt)
@@ -217,5 +226,18 @@ func (b *Backend) out(op, arg string, bt backend.Tensor) *tensor {
 		b.fail(fmt.Errorf("opencl: %s: %s is the read-only weight %q", op, arg, t.name))
 		return nil
 	}
+	if t != nil {
+		b.touch(t)
+	}
 	return t
+}
+
+// touch gives t a new version: every path that writes a tensor (an op's
+// destination through out, a host write through access) calls it before
+// queueing the write, so a tensor whose version is unchanged holds what it
+// held when the version was read. Versions come from one counter per
+// backend, so they also tell tensors apart.
+func (b *Backend) touch(t *tensor) {
+	b.actVer++
+	t.ver = b.actVer
 }

@@ -25,7 +25,7 @@ func TestOtherVariants(t *testing.T) {
 	}
 	cpu := d.info.Type != "CPU"
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
-		b, err := open(d, cpu)
+		b, err := open(d, variant{cpu: cpu})
 		if err != nil {
 			t.Fatal(err)
 		}
