@@ -50,9 +50,12 @@ type Model struct {
 	// TokenizerErr says why Tokenizer is nil.
 	TokenizerErr error
 	// Backend is the glint backend the layers run on (nil for onnx).
-	Backend  backend.Backend
-	Config   model.Config // zero for onnx
-	LoadTime time.Duration
+	Backend backend.Backend
+	Config  model.Config // zero for onnx
+	// Quantized: some weights are block-quantised, so matmuls round their
+	// activations to 8 bits (see dtype.ActivationType).
+	Quantized bool
+	LoadTime  time.Duration
 	// Info is one line: backend, device, file and shape.
 	Info    string
 	eos     []int32 // extra end-of-generation ids (ONNX configs)
@@ -107,6 +110,9 @@ func Open(path string, o Options) (*Model, error) {
 	m.closers = append(m.closers, f.Close)
 	if f.GGUF != nil {
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromGGUF(f.GGUF)
+		for _, ti := range f.GGUF.Tensors {
+			m.Quantized = m.Quantized || ti.Type.Quantized()
+		}
 	} else {
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(f.Dir)
 	}

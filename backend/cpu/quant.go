@@ -1,0 +1,191 @@
+package cpu
+
+import (
+	"github.com/glint-llm/glint/dtype"
+)
+
+// Quantised matmuls follow llama.cpp: the activations are rounded to the
+// weight type's activation type (dtype.ActivationType, dtype.RoundActivations)
+// and each block's dot product is an exact integer, scaled by the weight's
+// and the activation's block scales in float32.
+
+// acts holds quantised activation rows: q holds k int8 values per row; for
+// Q8_0, d and c hold one scale and one correction per 32 (see simd.h: the
+// correction -off·Σq lets the SIMD kernels treat weights as unsigned); for
+// Q8_K, d holds one scale per 256 and bs one sum per 16.
+type acts struct {
+	q  []int8
+	d  []float32
+	c  []int32
+	bs []int16
+}
+
+// actKey says what acts currently holds, so that consecutive matmuls
+// reading the same activations (Q, K and V from one normalised x; gate and
+// up) quantise them once. A tensor's version changes whenever an op or a
+// host write may have changed it (Backend.wrote), which is what makes the
+// reuse safe.
+type actKey struct {
+	x       *Tensor
+	version uint64
+	at      dtype.Type
+	off     int32
+	n, k    int
+}
+
+// actOffset is the correction offset the SIMD kernels of weight type dt
+// expect (see simd.c): Q4_0 nibbles are stored as q+8, and Q8_0 bytes are
+// made unsigned by adding 128.
+func actOffset(dt dtype.Type) int32 {
+	switch dt {
+	case dtype.Q4_0:
+		return 8
+	case dtype.Q8_0:
+		return 128
+	}
+	return 0
+}
+
+// grow makes room for n rows of k elements of activation type at.
+func (a *acts) grow(at dtype.Type, n, k int) {
+	if len(a.q) < n*k {
+		a.q = make([]int8, n*k)
+	}
+	switch at {
+	case dtype.Q8_0:
+		if len(a.d) < n*k/dtype.QK8_0 {
+			a.d = make([]float32, n*k/dtype.QK8_0)
+		}
+		if len(a.c) < n*k/dtype.QK8_0 {
+			a.c = make([]int32, n*k/dtype.QK8_0)
+		}
+	case dtype.Q8_K:
+		if len(a.d) < n*k/dtype.QK_K {
+			a.d = make([]float32, n*k/dtype.QK_K)
+		}
+		if len(a.bs) < n*k/16 {
+			a.bs = make([]int16, n*k/16)
+		}
+	}
+}
+
+// quantizeRowsGo is the portable quantiser: the reference's own scale
+// functions and rounding, so it agrees with dtype.RoundActivations by
+// construction.
+func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		xr, qr := x[i*k:(i+1)*k], a.q[i*k:(i+1)*k]
+		switch at {
+		case dtype.Q8_0:
+			nb := k / dtype.QK8_0
+			for b := range nb {
+				d, id := dtype.Q8_0Scale(xr[b*dtype.QK8_0 : (b+1)*dtype.QK8_0])
+				var s int32
+				for j := b * dtype.QK8_0; j < (b+1)*dtype.QK8_0; j++ {
+					qr[j] = int8(dtype.RoundEven(xr[j] * id))
+					s += int32(qr[j])
+				}
+				a.d[i*nb+b], a.c[i*nb+b] = d, -off*s
+			}
+		case dtype.Q8_K:
+			nb := k / dtype.QK_K
+			for b := range nb {
+				d, iscale := dtype.Q8_KScale(xr[b*dtype.QK_K : (b+1)*dtype.QK_K])
+				for g := range dtype.QK_K / 16 {
+					var s int32
+					for j := b*dtype.QK_K + 16*g; j < b*dtype.QK_K+16*g+16; j++ {
+						qr[j] = int8(min(127, dtype.RoundEven(iscale*xr[j])))
+						s += int32(qr[j])
+					}
+					a.bs[i*k/16+b*16+g] = int16(s)
+				}
+				a.d[i*nb+b] = d
+			}
+		}
+	}
+}
+
+// dotQ4_0 is Σ_b f16(dw)·dx·Σ (qw−8)·qx over the blocks of one row.
+func dotQ4_0(q []int8, xd []float32, w []byte) float32 {
+	nb := len(q) / dtype.QK4_0
+	w = w[:nb*dtype.BlockBytesQ4_0]
+	var sum float32
+	for b := range nb {
+		blk := (*[dtype.BlockBytesQ4_0]byte)(w[b*dtype.BlockBytesQ4_0:])
+		qb := (*[dtype.QK4_0]int8)(q[b*dtype.QK4_0:])
+		var s int32
+		for j := range dtype.QK4_0 / 2 {
+			v := blk[2+j]
+			s += (int32(v&0xF)-8)*int32(qb[j]) + (int32(v>>4)-8)*int32(qb[j+16])
+		}
+		sum += f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
+	}
+	return sum
+}
+
+// dotQ8_0 is Σ_b f16(dw)·dx·Σ qw·qx.
+func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
+	nb := len(q) / dtype.QK8_0
+	w = w[:nb*dtype.BlockBytesQ8_0]
+	var sum float32
+	for b := range nb {
+		blk := (*[dtype.BlockBytesQ8_0]byte)(w[b*dtype.BlockBytesQ8_0:])
+		qb := (*[dtype.QK8_0]int8)(q[b*dtype.QK8_0:])
+		var s int32
+		for j := range dtype.QK8_0 {
+			s += int32(int8(blk[2+j])) * int32(qb[j])
+		}
+		sum += f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
+	}
+	return sum
+}
+
+// dotQ6_K is ggml's Q6_K×Q8_K: per super-block f16(d)·dx·Σ_g sc[g]·Σ (q−32)·qx
+// over its sixteen 16-element groups, walking the layout as
+// dtype.DequantizeRow does (element n+l+32i of a 128 half uses ql/qh bits i
+// and scale l/16+2i).
+func dotQ6_K(q []int8, xd []float32, w []byte) float32 {
+	nb := len(q) / dtype.QK_K
+	w = w[:nb*dtype.BlockBytesQ6_K]
+	var sum float32
+	for b := range nb {
+		blk := (*[dtype.BlockBytesQ6_K]byte)(w[b*dtype.BlockBytesQ6_K:])
+		qb := (*[dtype.QK_K]int8)(q[b*dtype.QK_K:])
+		var isum int32
+		for half := range 2 {
+			ql := (*[64]byte)(blk[64*half:])
+			qh := (*[32]byte)(blk[128+32*half:])
+			sc := (*[8]byte)(blk[192+8*half:])
+			y := (*[128]int8)(qb[128*half:])
+			for g := range 2 {
+				var s1, s2, s3, s4 int32
+				for l := 16 * g; l < 16*g+16; l++ {
+					h := qh[l]
+					a, c := ql[l], ql[l+32]
+					s1 += int32(y[l]) * (int32(a&0xF|(h&3)<<4) - 32)
+					s2 += int32(y[l+32]) * (int32(c&0xF|(h>>2&3)<<4) - 32)
+					s3 += int32(y[l+64]) * (int32(a>>4|(h>>4&3)<<4) - 32)
+					s4 += int32(y[l+96]) * (int32(c>>4|(h>>6)<<4) - 32)
+				}
+				isum += int32(int8(sc[g]))*s1 + int32(int8(sc[g+2]))*s2 + int32(int8(sc[g+4]))*s3 + int32(int8(sc[g+6]))*s4
+			}
+		}
+		sum += f16Table[uint16(blk[208])|uint16(blk[209])<<8] * xd[b] * float32(isum)
+	}
+	return sum
+}
+
+// dotQ dispatches a quantised dot on the weight type: row i of a against
+// one weight row.
+func dotQ(dt dtype.Type, a *acts, i, k int, w []byte) float32 {
+	q := a.q[i*k : (i+1)*k]
+	switch dt {
+	case dtype.Q4_0:
+		return dotQ4_0(q, a.d[i*k/dtype.QK4_0:], w)
+	case dtype.Q8_0:
+		return dotQ8_0(q, a.d[i*k/dtype.QK8_0:], w)
+	case dtype.Q6_K:
+		return dotQ6_K(q, a.d[i*k/dtype.QK_K:], w)
+	}
+	return 0
+}
