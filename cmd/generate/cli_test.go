@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,5 +246,32 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// --dump-logits writes one little-endian float32 row per generated step:
+// from BOS, stories260K's rows are the float64 reference's positions 0-2.
+func TestDumpLogits(t *testing.T) {
+	ref := fidelity.StoriesRef(t)
+	dump := filepath.Join(t.TempDir(), "logits.bin")
+	_, stderr, code := run(t, "-m", ref.Path, "--prompt-ids", "1", "-n", "3", "--temp", "0", "--output", "ids", "--dump-logits", dump)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := len(ref.Logits[0])
+	if len(b) != 3*4*vocab {
+		t.Fatalf("%d bytes, want 3 rows of %d floats", len(b), vocab)
+	}
+	for row := 0; row < 3; row++ {
+		for i, want := range ref.Logits[row] {
+			got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*(row*vocab+i):]))
+			if math.Abs(float64(got-want)) > 1e-4 {
+				t.Fatalf("row %d logit %d: %g, want %g", row, i, got, want)
+			}
+		}
 	}
 }
