@@ -24,6 +24,7 @@
 
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define AV __attribute__((target("avx512vbmi,avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
 
@@ -32,6 +33,10 @@
 // scalar vcvtph2ps plus a register broadcast would spend two uops of the
 // shuffle port, which unpacking the weights already saturates.
 static float f16tab[65536];
+
+// has_vbmi says the decode kernels below may use vpermb/vpermt2b (AVX-512
+// VBMI), which some CPUs with VNNI lack (Cascade Lake).
+static int has_vbmi;
 
 static A2 void init_f16tab(void) {
 	for (int i = 0; i < 65536; i++) {
@@ -48,6 +53,7 @@ int glint_simd_level(void) {
 	init_f16tab();
 	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+		has_vbmi = __builtin_cpu_supports("avx512vbmi");
 		return __builtin_cpu_supports("avx512vnni") ? 3 : 2;
 	}
 	return 1;
@@ -649,11 +655,109 @@ QMATMAT(matmat_q8_vnni, A3, tile_q8_vnni, 4)
 QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 QMATMAT(matmat_q8_avx2, A2, tile_q8_avx2, 2)
 
+// ---------------------------------------------------------------- decode, VNNI
+//
+// One token against Q4_0 or Q8_0 weights is bound by how fast the weights
+// can be unpacked, not by memory, unless each block costs few instructions.
+// These kernels work on 512-bit vectors: one vpermt2b gathers the quants of
+// four Q4_0 blocks (two Q8_0 blocks) from their 18- (34-) byte records, and
+// one vpermw spreads the blocks' f16 scales over the lanes that hold each
+// block's partial sums, so a group costs one convert and one FMA instead of
+// one per block. The activations are laid out once per call to match: for
+// Q4_0 low nibbles (elements 0-15 of a block) and high nibbles (16-31) of
+// four blocks each fill one vector, and dx and the correction c are spread
+// to the same lanes (c in the first lane of its block, where vpdpbusd's
+// accumulator starts).
+
+// DECODE_KMAX bounds k for the per-call activation layout, which lives on
+// the (C) stack: about 2k bytes.
+#define DECODE_KMAX 16384
+
+// Q4_0 block j (0…3) of a group: quants at bytes 18j+2 … 18j+17, scale at
+// 18j; the group is 72 bytes, so the last 8 bytes come from a second load.
+INLINE AV __m512i q4_group_idx(void) {
+	uint8_t idx[64];
+	for (int j = 0; j < 4; j++)
+		for (int i = 0; i < 16; i++) idx[16 * j + i] = (uint8_t)(18 * j + 2 + i);
+	return _mm512_loadu_si512(idx);
+}
+
+INLINE AV __m512i scale_idx(int per, int stride) {
+	uint16_t idx[32];
+	for (int i = 0; i < 32; i++) idx[i] = (uint16_t)(stride * (i / per % (16 / per)));
+	return _mm512_loadu_si512(idx);
+}
+
+// q4_decode_rows accumulates R rows (R ≤ 4) of whole 4-block groups.
+INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
+                              const uint8_t *w, size_t rowBytes, __m512 acc[4]) {
+	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
+	for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+	for (int g = 0; g < ng; g++) {
+		__m512i xl = _mm512_loadu_si512(xr + 128 * g), xh = _mm512_loadu_si512(xr + 128 * g + 64);
+		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
+		__m512i c = _mm512_loadu_si512(ci + 16 * g);
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
+			__m512i a = _mm512_loadu_si512(p);
+			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
+			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
+			__m512i s = _mm512_dpbusd_epi32(c, _mm512_and_si512(qs, m4), xl);
+			s = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4), xh);
+			__m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a))), dx);
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);
+		}
+	}
+}
+
+static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
+                              size_t rowBytes, int lo, int hi, float *dst) {
+	int nb = k / 32, ng = nb / 4;
+	int8_t xr[ng * 128 + 1] __attribute__((aligned(64)));
+	float dxv[ng * 16 + 1] __attribute__((aligned(64)));
+	int32_t ci[ng * 16 + 1] __attribute__((aligned(64)));
+	for (int g = 0; g < ng; g++) {
+		for (int j = 0; j < 4; j++) {
+			int b = 4 * g + j;
+			memcpy(xr + 128 * g + 16 * j, q + 32 * b, 16);
+			memcpy(xr + 128 * g + 64 + 16 * j, q + 32 * b + 16, 16);
+			for (int l = 0; l < 4; l++) {
+				dxv[16 * g + 4 * j + l] = xd[b];
+				ci[16 * g + 4 * j + l] = l == 0 ? xc[b] : 0;
+			}
+		}
+	}
+	for (int o = lo; o < hi; o += 4) {
+		int R = hi - o < 4 ? hi - o : 4;
+		const uint8_t *wr = w + (size_t)o * rowBytes;
+		__m512 acc[4];
+		switch (R) {
+		case 1: q4_decode_rows(1, xr, dxv, ci, ng, wr, rowBytes, acc); break;
+		case 2: q4_decode_rows(2, xr, dxv, ci, ng, wr, rowBytes, acc); break;
+		case 3: q4_decode_rows(3, xr, dxv, ci, ng, wr, rowBytes, acc); break;
+		default: q4_decode_rows(4, xr, dxv, ci, ng, wr, rowBytes, acc); break;
+		}
+		for (int r = 0; r < R; r++) {
+			// Blocks past the last whole group, one at a time.
+			__m256 t = _mm256_setzero_ps();
+			for (int b = 4 * ng; b < nb; b++) {
+				const uint8_t *blk = wr + r * rowBytes + (size_t)b * 18;
+				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[b]));
+				__m256i dp = bdot_q4_vnni(init, blk + 2, _mm256_loadu_si256((const __m256i *)(q + 32 * b)));
+				t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(f16tab[le16(blk)] * xd[b]), t);
+			}
+			dst[o + r] = _mm512_reduce_add_ps(acc[r]) + hsum8(t);
+		}
+	}
+}
+
 void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const int16_t *bs,
                     int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	switch (type) {
 	case T_Q4_0:
-		if (level >= 3) {
+		if (level >= 3 && has_vbmi && n == 1 && k >= 128 && k <= DECODE_KMAX) {
+			matvec_q4_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
 			matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
 			matmat_q4_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);

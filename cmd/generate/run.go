@@ -38,11 +38,11 @@ func promptFlags() []cli.Flag {
 func samplingFlags() []cli.Flag {
 	d := sample.Defaults()
 	return []cli.Flag{
-		&cli.Float64Flag{Name: "temp", Value: float64(d.Temp), Usage: "temperature (0: greedy)"},
+		&cli.Float64Flag{Name: "temp", Value: f64(d.Temp), Usage: "temperature (0: greedy)"},
 		&cli.IntFlag{Name: "top-k", Value: d.TopK, Usage: "top-k (0: off)"},
-		&cli.Float64Flag{Name: "top-p", Value: float64(d.TopP), Usage: "top-p (1: off)"},
-		&cli.Float64Flag{Name: "min-p", Value: float64(d.MinP), Usage: "min-p (0: off)"},
-		&cli.Float64Flag{Name: "repeat-penalty", Value: float64(d.RepeatPenalty), Usage: "repetition penalty (1: off)"},
+		&cli.Float64Flag{Name: "top-p", Value: f64(d.TopP), Usage: "top-p (1: off)"},
+		&cli.Float64Flag{Name: "min-p", Value: f64(d.MinP), Usage: "min-p (0: off)"},
+		&cli.Float64Flag{Name: "repeat-penalty", Value: f64(d.RepeatPenalty), Usage: "repetition penalty (1: off)"},
 		&cli.IntFlag{Name: "repeat-last-n", Value: d.RepeatLastN, Usage: "tokens the penalty looks back on"},
 		&cli.StringFlag{Name: "seed", Aliases: []string{"s"}, Value: "-1", Usage: "random seed (-1: from the clock)"},
 	}
@@ -183,4 +183,11 @@ func printTiming(tm engine.Timing) {
 	} else {
 		fmt.Fprintf(os.Stderr, "Avg TBT: n/a (fewer than 2 tokens)\n")
 	}
+}
+
+// f64 widens a float32 to the float64 with the same shortest decimal form,
+// so that help shows 0.8, not 0.800000011920929.
+func f64(x float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return v
 }
