@@ -174,14 +174,15 @@ func WriteSVG(w io.Writer, r *Report) error {
 		}
 		// Legend.
 		lx, ly := pc.x+pc.w+24, pc.y+10
+		// The backend on one line, its device below it in small type, so
+		// that long device names stay inside the picture.
 		for i, b := range ok {
-			y := ly + float64(i)*22
+			y := ly + float64(i)*36
 			fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="14" height="14" fill="%s"/>`+"\n", lx, y-11, colors[b.Backend])
-			label := b.Backend
+			fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" class="label">%s</text>`+"\n", lx+20, y, esc(b.Backend))
 			if b.Device != "" {
-				label += " (" + truncate(b.Device, 22) + ")"
+				fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" class="note">%s</text>`+"\n", lx+20, y+14, esc(truncate(b.Device, 24)))
 			}
-			fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" class="label">%s</text>`+"\n", lx+20, y, esc(label))
 		}
 	}
 	for i, s := range skipped {
