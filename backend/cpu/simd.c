@@ -156,6 +156,11 @@ static A2 float dot_bf16_avx2(const float *x, const uint8_t *w, int k) {
 
 // ---------------------------------------------------------------- AVX-512 dots
 
+// PF_DIST is how far ahead of a row stream the decode kernels prefetch: the
+// hardware prefetchers stop at each 4 KiB page, and weights are usually
+// mmap'd file pages, so without this every page starts with a full miss.
+#define PF_DIST 4096
+
 static A5 float dot_f32_avx512(const float *x, const float *w, int k) {
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	int i = 0;
@@ -179,6 +184,8 @@ static A5 float dot_f16_avx512(const float *x, const uint8_t *w, int k) {
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	int i = 0;
 	for (; i + 64 <= k; i += 64) {
+		_mm_prefetch((const char *)(w + 2 * i + PF_DIST), _MM_HINT_T0);
+		_mm_prefetch((const char *)(w + 2 * i + PF_DIST + 64), _MM_HINT_T0);
 		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i))), a0);
 		a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i + 32))), a1);
 		a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i + 64))), a2);
@@ -593,10 +600,15 @@ INLINE A2 void q6k_unpack(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
 // (at most 2·63·127), vpmaddwd multiplies them by the group's scale, and the
 // −32 is applied once per super-block from the activation group sums.
 // VNNI would save nothing here: the scale multiply needs vpmaddwd anyway.
-static A2 float dot_q6_k(const int8_t *q, const float *xd, const int16_t *bs, const uint8_t *w, int k) {
+static A2 float dot_q6_k(const int8_t *q, const float *xd, const int16_t *bs, const uint8_t *w, int k, size_t pf) {
 	__m256 acc = _mm256_setzero_ps();
 	for (int b = 0; b < k / 256; b++) {
 		const uint8_t *blk = w + (size_t)b * 210;
+		// Rows are read in order; fetching pf bytes ahead hides the miss at
+		// each 4 KiB page, where the hardware prefetchers stop.
+		for (int i = 0; i < 210; i += 64) {
+			_mm_prefetch((const char *)(blk + pf + i), _MM_HINT_T0);
+		}
 		const int8_t *sc = (const int8_t *)(blk + 192);
 		__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
 		__m256i corr = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)(bs + 16 * b)));
@@ -699,6 +711,10 @@ INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const i
 		__m512i c = _mm512_loadu_si512(ci + 16 * g);
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
+			// The next pass reads 4 rows further on; fetching it now hides the
+			// miss at each 4 KiB page, where the hardware prefetchers stop.
+			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
+			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
 			__m512i a = _mm512_loadu_si512(p);
 			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
 			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
@@ -751,6 +767,73 @@ static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *x
 	}
 }
 
+// Q8_0 block j (0, 1) of a pair: quants at bytes 34j+2 … 34j+33, scale at
+// 34j; the pair is 68 bytes, so the last 4 bytes come from a second load.
+INLINE AV __m512i q8_pair_idx(void) {
+	uint8_t idx[64];
+	for (int j = 0; j < 2; j++)
+		for (int i = 0; i < 32; i++) idx[32 * j + i] = (uint8_t)(34 * j + 2 + i);
+	return _mm512_loadu_si512(idx);
+}
+
+// q8_decode_rows accumulates R rows (R ≤ 4) of whole block pairs.
+INLINE AV void q8_decode_rows(int R, const int8_t *q, const float *dxv, const int32_t *ci, int np,
+                              const uint8_t *w, size_t rowBytes, __m512 acc[4]) {
+	const __m512i pidx = q8_pair_idx(), sidx = scale_idx(8, 17), flip = _mm512_set1_epi8((char)0x80);
+	for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+	for (int g = 0; g < np; g++) {
+		__m512i x = _mm512_loadu_si512(q + 64 * g);
+		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
+		__m512i c = _mm512_loadu_si512(ci + 16 * g);
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + 68 * (size_t)g;
+			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
+			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
+			int32_t tail;
+			memcpy(&tail, p + 64, 4);
+			__m512i a = _mm512_loadu_si512(p);
+			__m512i qs = _mm512_permutex2var_epi8(a, pidx, _mm512_zextsi128_si512(_mm_cvtsi32_si128(tail)));
+			__m512i s = _mm512_dpbusd_epi32(c, _mm512_xor_si512(qs, flip), x);
+			__m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a))), dx);
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);
+		}
+	}
+}
+
+static AV void matvec_q8_vnni(const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
+                              size_t rowBytes, int lo, int hi, float *dst) {
+	int nb = k / 32, np = nb / 2;
+	float dxv[np * 16 + 1] __attribute__((aligned(64)));
+	int32_t ci[np * 16 + 1] __attribute__((aligned(64)));
+	for (int g = 0; g < np; g++) {
+		for (int l = 0; l < 16; l++) {
+			dxv[16 * g + l] = xd[2 * g + l / 8];
+			ci[16 * g + l] = l % 8 == 0 ? xc[2 * g + l / 8] : 0;
+		}
+	}
+	for (int o = lo; o < hi; o += 4) {
+		int R = hi - o < 4 ? hi - o : 4;
+		const uint8_t *wr = w + (size_t)o * rowBytes;
+		__m512 acc[4];
+		switch (R) {
+		case 1: q8_decode_rows(1, q, dxv, ci, np, wr, rowBytes, acc); break;
+		case 2: q8_decode_rows(2, q, dxv, ci, np, wr, rowBytes, acc); break;
+		case 3: q8_decode_rows(3, q, dxv, ci, np, wr, rowBytes, acc); break;
+		default: q8_decode_rows(4, q, dxv, ci, np, wr, rowBytes, acc); break;
+		}
+		for (int r = 0; r < R; r++) {
+			__m256 t = _mm256_setzero_ps();
+			for (int b = 2 * np; b < nb; b++) {
+				const uint8_t *blk = wr + r * rowBytes + (size_t)b * 34;
+				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[b]));
+				__m256i dp = bdot_q8_vnni(init, blk + 2, _mm256_loadu_si256((const __m256i *)(q + 32 * b)));
+				t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(f16tab[le16(blk)] * xd[b]), t);
+			}
+			dst[o + r] = _mm512_reduce_add_ps(acc[r]) + hsum8(t);
+		}
+	}
+}
+
 void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const int16_t *bs,
                     int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	switch (type) {
@@ -764,7 +847,9 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 		}
 		break;
 	case T_Q8_0:
-		if (level >= 3) {
+		if (level >= 3 && has_vbmi && n == 1 && k >= 64 && k <= DECODE_KMAX) {
+			matvec_q8_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
 			matmat_q8_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
 			matmat_q8_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
@@ -774,7 +859,8 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 		for (int t = 0; t < n; t++) {
 			for (int o = lo; o < hi; o++) {
 				dst[(size_t)t * m + o] = dot_q6_k(q + (size_t)t * k, d + (size_t)t * (k / 256),
-				                                  bs + (size_t)t * (k / 16), w + (size_t)o * rowBytes, k);
+				                                  bs + (size_t)t * (k / 16), w + (size_t)o * rowBytes, k,
+				                                  2 * rowBytes);
 			}
 		}
 		break;

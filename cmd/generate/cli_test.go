@@ -116,7 +116,7 @@ func TestBadInput(t *testing.T) {
 		{"unsupported tensor type", []string{"-m", write("q5.gguf", ggufBytes([][3]any{arch}, [][4]any{{"token_embd.weight", []uint64{32, 4}, uint32(6), uint64(0)}})), "-p", "x"}, "token_embd.weight"},
 		{"unknown architecture", []string{"-m", write("mamba.gguf", ggufBytes([][3]any{{"general.architecture", gguf.TypeString, strPayload("mamba")}}, nil)), "-p", "x"}, "mamba"},
 		{"missing file", []string{"-m", filepath.Join(dir, "nope.gguf"), "-p", "x"}, "nope.gguf"},
-		{"prompt beyond context", []string{"-m", write("ok.gguf", good), "-c", "8", "-p", strings.Repeat("hello world ", 20)}, "context"},
+		{"prompt beyond context", []string{"-m", write("ok.gguf", good), "-c", "8", "-p", strings.Repeat("hello world ", 20)}, "ok.gguf: prompt of"},
 		{"no such OpenCL device", []string{"-m", write("ok2.gguf", good), "-b", "opencl", "--device", "no-such-device", "-p", "x"}, "no-such-device"},
 		{"missing ONNX library", []string{"-b", "onnx", "-m", shared.Models(t, "onnx-genai-test/tiny-random-gpt2-fp32"), "--ort-lib", filepath.Join(dir, "libnope.so"), "-p", "x"}, "make onnxruntime"},
 		{"unknown backend", []string{"-m", write("ok3.gguf", good), "-b", "cuda", "-p", "x"}, "cuda"},

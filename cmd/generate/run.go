@@ -128,7 +128,7 @@ func runGenerate(c *cli.Context) error {
 		return fmt.Errorf("%s has no tokenizer: use --output ids", c.String("model"))
 	}
 	if len(prompt) > l.Context() {
-		return fmt.Errorf("prompt of %d tokens is longer than the context of %d tokens (-c)", len(prompt), l.Context())
+		return fmt.Errorf("%s: prompt of %d tokens is longer than the context of %d tokens (-c)", c.String("model"), len(prompt), l.Context())
 	}
 
 	opt := engine.Options{MaxTokens: c.Int("n-predict"), Sampler: sample.New(sp, l.Vocab())}
