@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "simd.h"
@@ -34,9 +35,6 @@
 // shuffle port, which unpacking the weights already saturates.
 static float f16tab[65536];
 
-// has_vbmi says the decode kernels below may use vpermb/vpermt2b (AVX-512
-// VBMI), which some CPUs with VNNI lack (Cascade Lake).
-static int has_vbmi;
 
 static A2 void init_f16tab(void) {
 	for (int i = 0; i < 65536; i++) {
@@ -53,8 +51,12 @@ int glint_simd_level(void) {
 	init_f16tab();
 	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-		has_vbmi = __builtin_cpu_supports("avx512vbmi");
-		return __builtin_cpu_supports("avx512vnni") ? 3 : 2;
+		if (!__builtin_cpu_supports("avx512vnni")) {
+			return 2;
+		}
+		// vpermb/vpermt2b (VBMI) are what the level-4 kernels add; some
+		// CPUs with VNNI lack them (Cascade Lake).
+		return __builtin_cpu_supports("avx512vbmi") ? 4 : 3;
 	}
 	return 1;
 }
@@ -667,19 +669,24 @@ QMATMAT(matmat_q8_vnni, A3, tile_q8_vnni, 4)
 QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 QMATMAT(matmat_q8_avx2, A2, tile_q8_avx2, 2)
 
-// ---------------------------------------------------------------- decode, VNNI
+// ---------------------------------------------------------------- VBMI: Q4_0, Q8_0 in 512-bit groups
 //
 // One token against Q4_0 or Q8_0 weights is bound by how fast the weights
 // can be unpacked, not by memory, unless each block costs few instructions.
-// These kernels work on 512-bit vectors: one vpermt2b gathers the quants of
-// four Q4_0 blocks (two Q8_0 blocks) from their 18- (34-) byte records, and
-// one vpermw spreads the blocks' f16 scales over the lanes that hold each
-// block's partial sums, so a group costs one convert and one FMA instead of
-// one per block. The activations are laid out once per call to match: for
-// Q4_0 low nibbles (elements 0-15 of a block) and high nibbles (16-31) of
-// four blocks each fill one vector, and dx and the correction c are spread
-// to the same lanes (c in the first lane of its block, where vpdpbusd's
-// accumulator starts).
+// These kernels (level 4: VNNI plus VBMI) work on 512-bit vectors: one
+// vpermt2b gathers the quants of four Q4_0 blocks (two Q8_0 blocks) from
+// their 18- (34-) byte records, and one vpermw spreads the blocks' f16
+// scales over the lanes that hold each block's partial sums, so a group
+// costs one convert and one FMA instead of one per block. The activations
+// are laid out once per call to match: for Q4_0 low nibbles (elements 0-15
+// of a block) and high nibbles (16-31) of four blocks each fill one vector,
+// and dx and the correction c are spread to the same lanes (c in the first
+// lane of its block, where vpdpbusd's accumulator starts).
+//
+// Prefill uses the same Q4_0 groups in tiles of 4 rows × 4 tokens. Q8_0
+// prefill keeps the 256-bit tiles: with no nibbles to unpack, both are
+// bound by vpdpbusd and the int→float convert, which share one port at
+// 512 bits, and measured the same.
 
 // DECODE_KMAX bounds k for the per-call activation layout, which lives on
 // the (C) stack: about 2k bytes.
@@ -834,20 +841,130 @@ static AV void matvec_q8_vnni(const int8_t *q, const float *xd, const int32_t *x
 	}
 }
 
+// q4_prep lays out one token's activations for the Q4_0 kernels below (see
+// the section comment).
+INLINE void q4_prep(const int8_t *q, const float *xd, const int32_t *xc, int ng, int8_t *xr, float *dxv,
+                    int32_t *ci) {
+	for (int g = 0; g < ng; g++) {
+		for (int j = 0; j < 4; j++) {
+			int b = 4 * g + j;
+			memcpy(xr + 128 * g + 16 * j, q + 32 * b, 16);
+			memcpy(xr + 128 * g + 64 + 16 * j, q + 32 * b + 16, 16);
+			for (int l = 0; l < 4; l++) {
+				dxv[16 * g + 4 * j + l] = xd[b];
+				ci[16 * g + 4 * j + l] = l == 0 ? xc[b] : 0;
+			}
+		}
+	}
+}
+
+// q4_tile is the prefill counterpart of q4_decode_rows: R rows × T tokens
+// (each ≤ 4), each weight group unpacked once and used T times. Token t's
+// layout is at xr + t*ng*128, dxv + t*ng*16 and ci + t*ng*16; the blocks
+// past the last whole group come straight from q, xd and xc.
+INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
+                       const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
+                       size_t rowBytes, float *dst, int m) {
+	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
+	__m512 acc[4][4];
+	for (int r = 0; r < R; r++)
+		for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+	for (int g = 0; g < ng; g++) {
+		__m512i wl[4], wh[4];
+		__m512 sw[4];
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
+			__m512i a = _mm512_loadu_si512(p);
+			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
+			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
+			wl[r] = _mm512_and_si512(qs, m4);
+			wh[r] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
+			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
+		}
+		for (int t = 0; t < T; t++) {
+			size_t xo = (size_t)t * ng * 128 + 128 * (size_t)g, so = (size_t)t * ng * 16 + 16 * (size_t)g;
+			__m512i xl = _mm512_loadu_si512(xr + xo), xh = _mm512_loadu_si512(xr + xo + 64);
+			__m512 dx = _mm512_loadu_ps(dxv + so);
+			__m512i c = _mm512_loadu_si512(ci + so);
+			for (int r = 0; r < R; r++) {
+				__m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wl[r], xl), wh[r], xh);
+				acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[r], dx), acc[r][t]);
+			}
+		}
+	}
+	int nb = k / 32;
+	for (int r = 0; r < R; r++) {
+		for (int t = 0; t < T; t++) {
+			__m256 tl = _mm256_setzero_ps();
+			for (int b = 4 * ng; b < nb; b++) {
+				const uint8_t *blk = w + r * rowBytes + (size_t)b * 18;
+				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[(size_t)t * nb + b]));
+				__m256i dp = bdot_q4_vnni(init, blk + 2, _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b)));
+				tl = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(f16tab[le16(blk)] * xd[(size_t)t * nb + b]), tl);
+			}
+			dst[(size_t)t * m + r] = _mm512_reduce_add_ps(acc[r][t]) + hsum8(tl);
+		}
+	}
+}
+
+// matmat_q4_vbmi runs q4_tile over tiles of 4 tokens × 4 rows, laying out
+// each token tile's activations once; the rows lo…hi-1 it then sweeps stay
+// in L2 across token tiles. It returns 0 (having done nothing) when the
+// layout buffer cannot be allocated.
+static AV int matmat_q4_vbmi(const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
+                             const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
+	int nb = k / 32, ng = nb / 4;
+	size_t xrn = (size_t)4 * ng * 128, sn = (size_t)4 * ng * 16;
+	uint8_t *buf = aligned_alloc(64, xrn + 8 * sn);
+	if (buf == NULL) {
+		return 0;
+	}
+	int8_t *xr = (int8_t *)buf;
+	float *dxv = (float *)(buf + xrn);
+	int32_t *ci = (int32_t *)(buf + xrn + 4 * sn);
+	for (int t0 = 0; t0 < n; t0 += 4) {
+		int T = n - t0 < 4 ? n - t0 : 4;
+		for (int t = 0; t < T; t++) {
+			q4_prep(q + (size_t)(t0 + t) * k, xd + (size_t)(t0 + t) * nb, xc + (size_t)(t0 + t) * nb, ng,
+			        xr + (size_t)t * ng * 128, dxv + (size_t)t * ng * 16, ci + (size_t)t * ng * 16);
+		}
+		const int8_t *qt = q + (size_t)t0 * k;
+		const float *dt = xd + (size_t)t0 * nb;
+		const int32_t *ct = xc + (size_t)t0 * nb;
+		for (int o = lo; o < hi; o += 4) {
+			int R = hi - o < 4 ? hi - o : 4;
+			const uint8_t *wr = w + (size_t)o * rowBytes;
+			float *d = dst + (size_t)t0 * m + o;
+			switch (R * 8 + T) {
+#define C4(R, T) \
+	case R * 8 + T: q4_tile(R, T, xr, dxv, ci, ng, qt, dt, ct, k, wr, rowBytes, d, m); break;
+#define C4S(R) C4(R, 1) C4(R, 2) C4(R, 3) C4(R, 4)
+				C4S(1) C4S(2) C4S(3) C4S(4)
+#undef C4S
+#undef C4
+			}
+		}
+	}
+	free(buf);
+	return 1;
+}
+
 void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const int16_t *bs,
                     int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	switch (type) {
 	case T_Q4_0:
-		if (level >= 3 && has_vbmi && n == 1 && k >= 128 && k <= DECODE_KMAX) {
+		if (level >= 4 && n == 1 && k >= 128 && k <= DECODE_KMAX) {
 			matvec_q4_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
 		} else if (level >= 3) {
-			matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+			if (!(level >= 4 && k >= 128 && matmat_q4_vbmi(q, d, c, n, k, w, rowBytes, lo, hi, dst, m))) {
+				matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+			}
 		} else {
 			matmat_q4_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q8_0:
-		if (level >= 3 && has_vbmi && n == 1 && k >= 64 && k <= DECODE_KMAX) {
+		if (level >= 4 && n == 1 && k >= 64 && k <= DECODE_KMAX) {
 			matvec_q8_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
 		} else if (level >= 3) {
 			matmat_q8_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);

@@ -14,6 +14,7 @@ const (
 	simdAVX2                    // AVX2 + FMA + F16C
 	simdAVX512                  // AVX-512 F/BW/VL/DQ as well
 	simdVNNI                    // AVX-512 VNNI as well (int8 dot products)
+	simdVBMI                    // AVX-512 VBMI as well (byte permutes: 512-bit Q4_0/Q8_0 kernels)
 )
 
 func (l simdLevel) String() string {
@@ -24,14 +25,16 @@ func (l simdLevel) String() string {
 		return "avx512"
 	case simdVNNI:
 		return "avx512vnni"
+	case simdVBMI:
+		return "avx512vbmi"
 	}
 	return "go"
 }
 
 // hostSIMD is the best level this CPU supports; defaultSIMD is what New uses:
-// hostSIMD unless GLINT_CPU_SIMD (off, go, avx2, avx512 or avx512vnni) asks
-// for less, which is how the other paths are run and compared on a machine
-// that has them all.
+// hostSIMD unless GLINT_CPU_SIMD (off, go, avx2, avx512, avx512vnni or
+// avx512vbmi) asks for less, which is how the other paths are run and
+// compared on a machine that has them all.
 var (
 	hostSIMD    = detectSIMD()
 	defaultSIMD = func() simdLevel {
@@ -59,8 +62,10 @@ func parseSIMD(s string, host simdLevel) (simdLevel, error) {
 		l = simdAVX512
 	case "avx512vnni", "vnni":
 		l = simdVNNI
+	case "avx512vbmi", "vbmi":
+		l = simdVBMI
 	default:
-		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2, avx512 or avx512vnni", s)
+		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2, avx512, avx512vnni or avx512vbmi", s)
 	}
 	return min(l, host), nil
 }

@@ -2,9 +2,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// glint_simd_level is 3 with AVX-512 VNNI as well as level 2, 2 with
-// AVX-512 (F, BW, VL, DQ) plus AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0
-// otherwise.
+// glint_simd_level is 4 with AVX-512 VBMI as well as level 3, 3 with
+// AVX-512 VNNI as well as level 2, 2 with AVX-512 (F, BW, VL, DQ) plus
+// AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
 int glint_simd_level(void);
 
 // glint_matvec computes dst[o] = x · row o of w for lo <= o < hi, for float

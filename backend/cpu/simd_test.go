@@ -125,6 +125,8 @@ func TestParseSIMD(t *testing.T) {
 		{"avx512vnni", simdVNNI, simdVNNI, false},
 		{"vnni", simdAVX512, simdAVX512, false},
 		{"", simdVNNI, simdVNNI, false},
+		{"avx512vbmi", simdVBMI, simdVBMI, false},
+		{"vbmi", simdVNNI, simdVNNI, false},
 		{"sse", simdAVX2, simdAVX2, true},
 	} {
 		got, err := parseSIMD(c.in, c.host)
