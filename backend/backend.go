@@ -54,9 +54,12 @@ type Backend interface {
 
 	// Alloc returns a zeroed tensor of the given type and shape.
 	Alloc(dt dtype.Type, shape ...int) (Tensor, error)
-	// Weight makes a read-only tensor from bytes in dt's stored layout. The
-	// CPU backend references data without copying (it is usually mmap'd and
-	// must outlive the tensor); device backends upload it.
+	// Weight makes a read-only tensor from bytes in dt's stored layout (never
+	// expanded to F32). data is usually mmap'd and must outlive the tensor:
+	// the CPU backend references F32 data in place and copies other types
+	// into huge-page memory it streams faster; device backends upload it.
+	// Either way the loader may then release the mapped pages
+	// (model.PageReleaser), so a model is resident once.
 	Weight(name string, dt dtype.Type, shape []int, data []byte) (Tensor, error)
 	// Free releases a tensor; using it afterwards is an error.
 	Free(t Tensor)

@@ -127,6 +127,9 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		}
 		*r.dst = t
 		m.weights = append(m.weights, t)
+		if pr, ok := src.(model.PageReleaser); ok {
+			pr.ReleasePages(td.Name) // the backend holds what it needs
+		}
 		done += int64(len(td.Data))
 		if o.Progress != nil {
 			o.Progress(done, total)

@@ -46,3 +46,12 @@ type Source interface {
 	Tensor(name string) (TensorData, error)
 	Has(name string) bool
 }
+
+// PageReleaser is implemented by sources whose tensor data is a read-only
+// file mapping. After a backend has copied a tensor (uploaded it, or
+// repacked it), ReleasePages drops its pages from resident memory, so a
+// model costs its size once; the data stays valid and is re-read from the
+// file if touched.
+type PageReleaser interface {
+	ReleasePages(name string)
+}

@@ -5,6 +5,19 @@
 // in their stored type and are dequantised block by block inside the dot
 // kernels (kernels.go), which a later SIMD pass can replace one by one.
 //
+// Memory: the matmul weights (every type but F32 and I32) are copied at load,
+// in their stored layout, into backend-owned, 2 MiB-aligned anonymous memory
+// advised for transparent huge pages, which decode streams faster than the
+// caller's mmap'd file (weights.go). The cost: the weights' size again in
+// private memory, on top of the file pages, which are read once by the copy
+// and then left to the page cache (clean, so reclaimable, but counted in the
+// resident set until reclaimed). Peak RSS roughly doubles: 1B Llama Q4_0
+// (767 MB file) 0.79 → 1.53 GB, Q8_0 1.33 → 2.60 GB, F16 2.46 → 4.87 GB.
+// The copy runs on all threads, but it moves every file read (and any disk
+// read) that first use would do into load: load time grows from ~0.06 s to
+// 1.1 s (Q4_0), 1.6 s (Q8_0) and 0.5–4 s (F16, cached or not), while TTFT
+// shrinks. Free and Close release the copies.
+//
 // A Backend is not safe for concurrent use: one goroutine issues ops, and the
 // backend spreads each op over its threads. Steady-state ops allocate nothing.
 package cpu
@@ -43,6 +56,10 @@ type Backend struct {
 	clock  uint64
 	// quantized counts activation quantisations (tests check the reuse).
 	quantized int
+
+	// owned lists the weight copies in anonymous memory (weights.go), which
+	// Close releases.
+	owned []*mapping
 }
 
 // scratch is one thread's working memory.
@@ -90,15 +107,16 @@ func (b *Backend) Sync() error { return b.err }
 // Err implements backend.Backend.
 func (b *Backend) Err() error { return b.err }
 
-// Close stops the worker goroutines. Tensors become unusable; their memory
-// is the garbage collector's (weights belong to the caller). Closing twice is
-// harmless.
+// Close stops the worker goroutines and releases the weight copies.
+// Tensors become unusable; other memory is the garbage collector's.
+// Closing twice is harmless.
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil
 	}
 	b.closed = true
 	b.pool.stop()
+	b.releaseAll()
 	return nil
 }
 

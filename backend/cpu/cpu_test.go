@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,18 +76,45 @@ func TestDotKernels(t *testing.T) {
 	}
 }
 
-// TestWeightNoCopy checks that a weight references the caller's bytes, and
-// that a misaligned F32 weight is still read correctly.
-func TestWeightNoCopy(t *testing.T) {
+// TestWeightCopy checks that quantised weights are copied into memory the
+// backend owns (huge-page aligned when large), that F32 weights are
+// referenced, and that a misaligned F32 weight is still read correctly.
+func TestWeightCopy(t *testing.T) {
 	b := New(1)
 	defer b.Close()
-	data := make([]byte, 4*dtype.BlockBytesQ8_0)
-	w, err := b.Weight("w", dtype.Q8_0, []int{2, 64}, data)
+	for _, rows := range []int{2, hugePage/dtype.BlockBytesQ8_0/2 + 3} {
+		data := make([]byte, 2*rows*dtype.BlockBytesQ8_0)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		w, err := b.Weight("w", dtype.Q8_0, []int{rows, 64}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := w.(*Tensor).data
+		if &got[0] == &data[0] || !bytes.Equal(got, data) {
+			t.Errorf("%d rows: Q8_0 weight is not an equal copy", rows)
+		}
+		if big := len(data) >= hugePage; big != (w.(*Tensor).mem != nil) || big && addrOf(got)%hugePage != 0 {
+			t.Errorf("%d rows (%d bytes): mem %v at %#x, want a huge-page-aligned mapping iff >= %d bytes",
+				rows, len(data), w.(*Tensor).mem != nil, addrOf(got), hugePage)
+		}
+		mem := w.(*Tensor).mem
+		b.Free(w)
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if mem != nil && mem.data != nil {
+			t.Errorf("%d rows: Free kept the copy", rows)
+		}
+	}
+	norm := make([]byte, 8)
+	wn, err := b.Weight("norm", dtype.F32, []int{2}, norm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if &w.(*Tensor).data[0] != &data[0] {
-		t.Error("Q8_0 weight copied its data")
+	if &wn.(*Tensor).data[0] != &norm[0] {
+		t.Error("aligned F32 weight copied its data")
 	}
 	buf := make([]byte, 4*3+1)
 	vals := []float32{1.5, -2, 3.25}
@@ -204,3 +232,28 @@ func BenchmarkDot(b *testing.B) {
 }
 
 var sink float32
+
+// TestCloseReleasesWeights checks that Close returns every weight copy that
+// Free did not, and that a later Free of such a weight is harmless.
+func TestCloseReleasesWeights(t *testing.T) {
+	b := New(2)
+	rows := hugePage/(2*dtype.BlockBytesQ8_0) + 1
+	w, err := b.Weight("w", dtype.Q8_0, []int{rows, 64}, make([]byte, 2*rows*dtype.BlockBytesQ8_0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := w.(*Tensor).mem
+	if mem == nil {
+		t.Fatal("large weight has no backend-owned copy")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if mem.data != nil {
+		t.Error("Close kept a weight copy")
+	}
+	b.Free(w)
+	if err := b.Err(); err != nil {
+		t.Errorf("Free after Close: %v", err)
+	}
+}

@@ -63,6 +63,12 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	// panels of 32 rows, the quantised ones on tiles of rowTile rows, so
 	// chunks are whole panels or tiles.
 	t.grain = b.grainFor(m)
+	if n == 1 {
+		// Decode streams the weight once: one contiguous, equal share per
+		// thread keeps each thread's reads sequential for the prefetchers
+		// and costs one claim per thread.
+		t.grain = (m + b.threads - 1) / b.threads
+	}
 	switch {
 	case t.simd > simdOff && a != nil:
 		t.grain = (t.grain + rowTile - 1) / rowTile * rowTile

@@ -18,6 +18,7 @@ const (
 	kSoftmax
 	kAttention
 	kQuantize
+	kCopyBytes
 )
 
 // task is the op in flight: its arguments and a shared cursor from which
@@ -32,6 +33,7 @@ type task struct {
 	// Operands; which are set depends on kind.
 	dst, x, y []float32
 	w         []byte
+	out       []byte // kCopyBytes: the destination of w
 	wt        dtype.Type
 	simd      simdLevel  // matmul kernels to use
 	act       *acts      // quantised activations (quantised weights)
@@ -132,6 +134,8 @@ func (b *Backend) work(t *task, id int) {
 			b.attentionItems(t, id, lo, hi)
 		case kQuantize:
 			quantizeRows(t, lo, hi)
+		case kCopyBytes:
+			copy(t.out[lo:hi], t.w[lo:hi])
 		}
 	}
 }

@@ -20,6 +20,8 @@ type Tensor struct {
 	i32    []int32
 	weight bool
 	freed  bool
+	// mem is the backend-owned copy data points into, if any (ownWeight).
+	mem *mapping
 	// version changes on every write (Backend.wrote).
 	version uint64
 }
@@ -74,9 +76,10 @@ func (b *Backend) Alloc(dt dtype.Type, shape ...int) (backend.Tensor, error) {
 	return t, nil
 }
 
-// Weight implements backend.Backend. data is referenced, not copied, except
-// for an F32/I32 tensor whose bytes are not 4-byte aligned, which is copied
-// once into aligned memory.
+// Weight implements backend.Backend. Quantised and half-precision weights
+// (the matmul weights) are copied into memory the backend owns (ownWeight);
+// F32 and I32 data is referenced, not copied, except when its bytes are not
+// 4-byte aligned, when it is copied once into aligned memory.
 func (b *Backend) Weight(name string, dt dtype.Type, shape []int, data []byte) (backend.Tensor, error) {
 	if b.closed {
 		return nil, fmt.Errorf("cpu: weight %q: %w", name, errClosed)
@@ -89,6 +92,11 @@ func (b *Backend) Weight(name string, dt dtype.Type, shape []int, data []byte) (
 		return nil, backend.ShapeError("cpu: weight "+fmt.Sprintf("%q", name), "%v %v needs %d bytes, got %d", dt, shape, size, len(data))
 	}
 	t := &Tensor{b: b, name: name, dt: dt, shape: append([]int(nil), shape...), data: data, weight: true}
+	if dt != dtype.F32 && dt != dtype.I32 {
+		if err := b.ownWeight(t); err != nil {
+			return nil, fmt.Errorf("cpu: weight %q: %w", name, err)
+		}
+	}
 	if dt == dtype.F32 || dt == dtype.I32 {
 		if uintptr(unsafe.Pointer(&data[0]))%4 != 0 {
 			aligned := make([]float32, size/4)
@@ -105,8 +113,8 @@ func (b *Backend) Weight(name string, dt dtype.Type, shape []int, data []byte) (
 	return t, nil
 }
 
-// Free implements backend.Backend. The memory is the garbage collector's;
-// freeing only makes later use an error.
+// Free implements backend.Backend. It releases a weight's backend-owned copy
+// at once; other memory is the garbage collector's. Later use is an error.
 func (b *Backend) Free(t backend.Tensor) {
 	ct, err := b.own("Free", "tensor", t)
 	if err != nil {
@@ -114,6 +122,10 @@ func (b *Backend) Free(t backend.Tensor) {
 		return
 	}
 	ct.freed = true
+	if ct.mem != nil {
+		b.release(ct.mem)
+		ct.mem = nil
+	}
 	ct.data, ct.f32, ct.i32 = nil, nil, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/glint-llm/glint/internal/pages"
 	"io"
 	"math"
 	"math/bits"
@@ -597,4 +598,17 @@ func brief(v Value) string {
 		s = string(r[:40]) + "…"
 	}
 	return s
+}
+
+// ReleasePages drops a tensor's pages of the file mapping from resident
+// memory once a backend has its own copy (model.PageReleaser). The data
+// stays valid: it is read back from the file if touched. A no-op for files
+// parsed from memory.
+func (f *File) ReleasePages(name string) {
+	if f.unmap == nil {
+		return
+	}
+	if data, _, err := f.TensorData(name); err == nil {
+		pages.Release(f.data, data)
+	}
 }
