@@ -153,22 +153,8 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 
 // SiLUMul implements backend.Backend.
 func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
-	const op = "SiLUMul"
-	if !b.ok(op) {
-		return
-	}
-	d := b.tensor(op, "dst", dst, dtype.F32)
-	g := b.tensor(op, "gate", gate, dtype.F32)
-	u := b.tensor(op, "up", up, dtype.F32)
-	if d == nil || g == nil || u == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, g, u) {
-		return
-	}
-	cols := backend.Cols(d)
-	if backend.Cols(g) != cols || backend.Cols(u) != cols {
-		b.fail(backend.ShapeError("cpu: "+op, "dst %v, gate %v, up %v", d.shape, g.shape, u.shape))
-		return
-	}
-	if n == 0 {
+	d, g, u, cols := b.elementwise("SiLUMul", "gate", "up", dst, gate, up, n)
+	if d == nil || n == 0 {
 		return
 	}
 	t := &b.pool.task
@@ -187,19 +173,8 @@ func siluMulRange(t *task, lo, hi int) {
 
 // Add implements backend.Backend.
 func (b *Backend) Add(dst, a, bt backend.Tensor, n int) {
-	const op = "Add"
-	if !b.ok(op) {
-		return
-	}
-	d := b.tensor(op, "dst", dst, dtype.F32)
-	x := b.tensor(op, "a", a, dtype.F32)
-	y := b.tensor(op, "b", bt, dtype.F32)
-	if d == nil || x == nil || y == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, x, y) {
-		return
-	}
-	cols := backend.Cols(d)
-	if backend.Cols(x) != cols || backend.Cols(y) != cols {
-		b.fail(backend.ShapeError("cpu: "+op, "dst %v, a %v, b %v", d.shape, x.shape, y.shape))
+	d, x, y, cols := b.elementwise("Add", "a", "b", dst, a, bt, n)
+	if d == nil {
 		return
 	}
 	m := n * cols
@@ -331,4 +306,24 @@ func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
 		}
 		d.i32[i] = int32(best)
 	}
+}
+
+// elementwise checks the arguments of an op dst = f(x, y) over n rows of
+// F32 tensors of one row length, and returns them (d nil after a failure).
+func (b *Backend) elementwise(op, xName, yName string, dst, x, y backend.Tensor, n int) (d, xt, yt *Tensor, cols int) {
+	if !b.ok(op) {
+		return nil, nil, nil, 0
+	}
+	d = b.tensor(op, "dst", dst, dtype.F32)
+	xt = b.tensor(op, xName, x, dtype.F32)
+	yt = b.tensor(op, yName, y, dtype.F32)
+	if d == nil || xt == nil || yt == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, xt, yt) {
+		return nil, nil, nil, 0
+	}
+	cols = backend.Cols(d)
+	if backend.Cols(xt) != cols || backend.Cols(yt) != cols {
+		b.fail(backend.ShapeError("cpu: "+op, "dst %v, %s %v, %s %v", d.shape, xName, xt.shape, yName, yt.shape))
+		return nil, nil, nil, 0
+	}
+	return d, xt, yt, cols
 }
