@@ -67,7 +67,10 @@ type File struct {
 	byName map[string]int
 }
 
-var _ model.Source = (*File)(nil)
+var (
+	_ model.Source       = (*File)(nil)
+	_ model.PageReleaser = (*File)(nil)
+)
 
 // Open maps the file read-only and parses it. Tensor data slices point into
 // the mapping, so they are valid until Close.

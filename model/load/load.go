@@ -266,3 +266,12 @@ func (s *hfSource) Tensor(name string) (model.TensorData, error) {
 	td.Name = name
 	return td, nil
 }
+
+// ReleasePages releases a tensor's pages of its safetensors shard.
+func (s *hfSource) ReleasePages(name string) {
+	if hf, ok := model.HFName(name); ok {
+		s.set.ReleasePages(hf)
+	}
+}
+
+var _ model.PageReleaser = (*hfSource)(nil)

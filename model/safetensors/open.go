@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/glint-llm/glint/internal/pages"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ func Open(path string) (*File, error) {
 		unmap()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f.Path, f.unmap = path, unmap
+	f.Path, f.unmap, f.mapping = path, unmap, b
 	return f, nil
 }
 
@@ -138,4 +139,20 @@ func (s *Set) Close() error {
 		errs = append(errs, f.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// ReleasePages drops a tensor's pages of the file mapping from resident
+// memory once a backend has its own copy (model.PageReleaser); the data
+// stays valid and is read back from the file if touched.
+func (f *File) ReleasePages(name string) {
+	if t, ok := f.Info(name); ok && f.mapping != nil {
+		pages.Release(f.mapping, f.data[t.Begin:t.End])
+	}
+}
+
+// ReleasePages releases a tensor's pages in the shard that holds it.
+func (s *Set) ReleasePages(name string) {
+	if f, ok := s.where[name]; ok {
+		f.ReleasePages(name)
+	}
 }

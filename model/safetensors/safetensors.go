@@ -46,6 +46,7 @@ type File struct {
 	Tensors  []TensorInfo // in data order
 	index    map[string]int
 	data     []byte // the data section
+	mapping  []byte // the whole file mapping; nil when parsed from memory
 	unmap    func() error
 }
 
