@@ -64,7 +64,7 @@ func TestStories260KReference(t *testing.T) {
 		}
 	}
 	m.Reset()
-	got := greedy(t, m, ref.IDs[:1], ref.NGenerat)
+	got := greedy(t, m, ref.IDs[:1], ref.NGenerated)
 	want := ref.IDs[1:]
 	for i := range want {
 		if i >= len(got) || got[i] != want[i] {

@@ -78,11 +78,11 @@ func (r Record) CheckGreedy(got []int32) string {
 
 // Stories is the float64 reference of stories260K.
 type Stories struct {
-	Path     string
-	IDs      []int32     // greedy ids including BOS
-	Logits   [][]float32 // teacher-forced logits at positions 0..3
-	Text     string
-	NGenerat int
+	Path       string
+	IDs        []int32     // greedy ids including BOS
+	Logits     [][]float32 // teacher-forced logits at positions 0..3
+	Text       string
+	NGenerated int
 }
 
 // StoriesRef reads stories260K.greedy_ref.json.
@@ -104,5 +104,5 @@ func StoriesRef(t testing.TB) Stories {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatalf("%s: %v", p, err)
 	}
-	return Stories{Path: filepath.Join(filepath.Dir(p), "stories260K.gguf"), IDs: f.IDs, Logits: f.Logits.Values, Text: f.Text, NGenerat: f.N}
+	return Stories{Path: filepath.Join(filepath.Dir(p), "stories260K.gguf"), IDs: f.IDs, Logits: f.Logits.Values, Text: f.Text, NGenerated: f.N}
 }
