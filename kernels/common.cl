@@ -35,6 +35,21 @@ inline float wg_max(local float* red, float v) {
 	return r;
 }
 
+// seg_sum reduces v over the S consecutive work-items (lanes) of one
+// segment of the work-group (S a power of two dividing the local size):
+// several matrix rows share a group, S lanes per row. Every work-item must
+// call it; lane 0 of each segment gets the segment's sum.
+inline float seg_sum(local float* red, int lid, int lane, int S, float v) {
+	red[lid] = v;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int h = S / 2; h > 0; h >>= 1) {
+		if (lane < h)
+			red[lid] += red[lid + h];
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	return red[lid];
+}
+
 // The status word lets kernels report bad input (which only the device sees,
 // such as token ids) without a read-back per op: the first report wins.
 #define STATUS_BAD_ID 1

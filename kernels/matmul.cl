@@ -69,15 +69,9 @@ inline float mm_hsum(float4 a) {
 		if (TAIL_##T)                                                          \
 			for (int k = units * MVU_##T + lane; k < K; k += S)                \
 				s += elem_##T(row, k) * x[k];                                  \
-		red[lid] = s;                                                          \
-		barrier(CLK_LOCAL_MEM_FENCE);                                          \
-		for (int h = S / 2; h > 0; h >>= 1) {                                  \
-			if (lane < h)                                                      \
-				red[lid] += red[lid + h];                                      \
-			barrier(CLK_LOCAL_MEM_FENCE);                                      \
-		}                                                                      \
-		if (lane == 0 && o < M)                                                \
-			dst[o] = red[lid];                                                 \
+		s = seg_sum(red, lid, lane, S, s); \
+		if (lane == 0 && o < M) \
+			dst[o] = s; \
 	}                                                                          \
 	kernel void mm_##T(global const uchar* w, ulong rowBytes,                  \
 			global const float* x, global float* dst, int K, int M, int n,     \

@@ -272,15 +272,9 @@ inline int idot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
 			int s = IDOT_##T(wu, xq + XOFF_##T(u));                                            \
 			acc += (wu.d * xd[XBLK_##T(u)]) * (float)s;                                        \
 		}                                                                                      \
-		red[lid] = acc;                                                                        \
-		barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-		for (int h = S / 2; h > 0; h >>= 1) {                                                  \
-			if (lane < h)                                                                      \
-				red[lid] += red[lid + h];                                                      \
-			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-		}                                                                                      \
-		if (lane == 0 && o < M)                                                                \
-			dst[o] = red[lid];                                                                 \
+		acc = seg_sum(red, lid, lane, S, acc); \
+		if (lane == 0 && o < M) \
+			dst[o] = acc; \
 	}                                                                                          \
 	kernel void mmq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
 			global const float* xd, global float* dst, int K, int M, int n, local int* xs,     \
