@@ -190,14 +190,8 @@ func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 	if !b.ok(op) {
 		return
 	}
-	d, err := b.own(op, "dst", dst)
-	if err != nil {
-		b.fail(err)
-		return
-	}
-	s, err := b.own(op, "src", src)
-	if err != nil {
-		b.fail(err)
+	d, s := b.ownPair(op, dst, src)
+	if d == nil {
 		return
 	}
 	if !b.writable(op, "dst", d) || !b.checkN(op, n, d, s) {
@@ -217,14 +211,8 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	if !b.ok(op) {
 		return
 	}
-	d, err := b.own(op, "dst", dst)
-	if err != nil {
-		b.fail(err)
-		return
-	}
-	s, err := b.own(op, "src", src)
-	if err != nil {
-		b.fail(err)
+	d, s := b.ownPair(op, dst, src)
+	if d == nil {
 		return
 	}
 	if !b.writable(op, "dst", d) {
@@ -326,4 +314,18 @@ func (b *Backend) elementwise(op, xName, yName string, dst, x, y backend.Tensor,
 		return nil, nil, nil, 0
 	}
 	return d, xt, yt, cols
+}
+
+// ownPair resolves the dst and src tensors of a copy, recording the failure
+// (and returning nil) when either is not this backend's.
+func (b *Backend) ownPair(op string, dst, src backend.Tensor) (d, s *Tensor) {
+	d, err := b.own(op, "dst", dst)
+	if err == nil {
+		s, err = b.own(op, "src", src)
+	}
+	if err != nil {
+		b.fail(err)
+		return nil, nil
+	}
+	return d, s
 }
