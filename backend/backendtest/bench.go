@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
@@ -49,7 +50,8 @@ func BenchMatMul(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 			mms = append(mms, mm{dt, s[0], s[1], []int{1, benchPrefill}})
 		}
 	}
-	mms = append(mms, mm{dtype.Q6_K, benchVocab, benchDim, []int{1}}, mm{dtype.Q8_0, benchVocab, benchDim, []int{1}})
+	mms = append(mms, mm{dtype.Q6_K, benchVocab, benchDim, []int{1}}, mm{dtype.Q8_0, benchVocab, benchDim, []int{1}},
+		mm{dtype.Q4_0, benchVocab, benchDim, []int{1}})
 	for _, c := range mms {
 		for _, n := range c.ns {
 			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", c.dt, c.m, c.k, n), func(b *testing.B) {
@@ -230,4 +232,50 @@ func (e *benchEnv) loop(op func()) {
 		e.b.Fatal(err)
 	}
 	e.b.StopTimer()
+}
+
+// BenchLayers times the seven projections of every Llama 3.2 1B layer (q, k,
+// v, o, gate, up, down; 16 layers, every weight distinct) for one token, in
+// the order a decode step runs them. Unlike one matmul repeated, whose
+// weight stays in cache, this streams the layers' weights from memory as
+// decode does, and so includes what each op costs to start and finish;
+// SetBytes is all the weights, so MB/s is the decode weight bandwidth.
+func BenchLayers(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
+	const layers = 16
+	shapes := [][2]int{{benchDim, benchDim}, {benchKVHeads * benchHeadDim, benchDim},
+		{benchKVHeads * benchHeadDim, benchDim}, {benchDim, benchDim},
+		{benchFFN, benchDim}, {benchFFN, benchDim}, {benchDim, benchFFN}}
+	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q8_0, dtype.F16} {
+		b.Run(fmt.Sprintf("%v/n=1", dt), func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			type proj struct {
+				w      backend.Tensor
+				x, dst backend.Tensor
+			}
+			xs := map[int]backend.Tensor{}
+			outs := map[int]backend.Tensor{}
+			var ps []proj
+			var bytes int64
+			for range layers {
+				for _, s := range shapes {
+					raw := RandomWeight(b, e.rng, dt, s[0], s[1])
+					bytes += int64(len(raw))
+					if xs[s[1]] == nil {
+						xs[s[1]] = e.f32(e.rand(s[1]), 1, s[1])
+					}
+					if outs[s[0]] == nil {
+						outs[s[0]] = e.alloc(dtype.F32, 1, s[0])
+					}
+					ps = append(ps, proj{e.weight(dt, raw, s[0], s[1]), xs[s[1]], outs[s[0]]})
+				}
+			}
+			b.SetBytes(bytes)
+			runtime.GC() // the setup left hundreds of MB of garbage; collect it untimed
+			e.loop(func() {
+				for _, p := range ps {
+					e.be.MatMulTransposed(p.dst, p.x, p.w, 1)
+				}
+			})
+		})
+	}
 }

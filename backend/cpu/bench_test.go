@@ -16,3 +16,5 @@ func newBench(*testing.B) backend.Backend { return New(0) }
 func BenchmarkMatMul(b *testing.B) { backendtest.BenchMatMul(b, newBench) }
 
 func BenchmarkOps(b *testing.B) { backendtest.BenchOps(b, newBench) }
+
+func BenchmarkLayers(b *testing.B) { backendtest.BenchLayers(b, newBench) }

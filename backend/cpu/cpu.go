@@ -1,9 +1,14 @@
-// Package cpu is glint's host backend: every backend op in pure Go, run on a
-// persistent pool of worker goroutines. It is the backend every other one is
-// compared with in practice, so it favours accuracy first (float64 where a
-// reduction is cheap, weights never re-rounded) and speed second: weights stay
-// in their stored type and are dequantised block by block inside the dot
-// kernels (kernels.go), which a later SIMD pass can replace one by one.
+// Package cpu is glint's host backend: every backend op in portable Go, run on
+// a persistent pool of worker goroutines, with C kernels for x86 (simd.c,
+// ops.c, amx.c, through cgo) chosen at run time by instruction set: AVX2,
+// AVX-512, AVX-512 VNNI and VBMI (int8 dot products), and AMX-INT8 tile
+// multiplies for prefill with Q4_0 and Q8_0 weights (the process asks Linux
+// for the tile state once). GLINT_CPU_SIMD=off|avx2|avx512|avx512vnni|
+// avx512vbmi|amx caps the level, which is how the tests compare every path
+// on one machine. Weights stay in their stored type and are unpacked block
+// by block inside the dot kernels; activations are rounded to Q8_0/Q8_K
+// for quantised weights as llama.cpp rounds them, so that block dot
+// products are exact integers.
 //
 // Memory: the matmul weights (every type but F32 and I32) are copied at load,
 // in their stored layout, into backend-owned, 2 MiB-aligned anonymous memory

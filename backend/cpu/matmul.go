@@ -16,6 +16,10 @@ const (
 	// process together (sharing each activation block), so work is split
 	// in multiples of it.
 	rowTile = 4
+	// amxMinTokens is the fewest tokens for which the AMX kernel (amx.c)
+	// runs instead of the VNNI tiles: it works on tiles of 16 tokens, and
+	// pads short ones.
+	amxMinTokens = 16
 )
 
 // MatMulTransposed implements backend.Backend.
@@ -70,6 +74,9 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		t.grain = (m + b.threads - 1) / b.threads
 	}
 	switch {
+	case t.simd >= simdAMX && a != nil && n >= amxMinTokens:
+		// The AMX kernel unpacks panels of 32 rows.
+		t.grain = (t.grain + 31) / 32 * 32
 	case t.simd > simdOff && a != nil:
 		t.grain = (t.grain + rowTile - 1) / rowTile * rowTile
 	case t.simd > simdOff && n > 1:

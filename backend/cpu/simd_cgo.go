@@ -15,7 +15,13 @@ import (
 // The pointers passed below are to Go or mmap'd memory holding no Go
 // pointers and are not kept after the call, as the cgo rules require.
 
-func detectSIMD() simdLevel { return simdLevel(C.glint_simd_level()) }
+func detectSIMD() simdLevel {
+	l := simdLevel(C.glint_simd_level())
+	if l == simdVBMI && hostAMX() {
+		l = simdAMX
+	}
+	return l
+}
 
 // simdMatVec computes t.dst[o] for rows lo…hi-1 of a one-token matmul with
 // float weights.
@@ -36,6 +42,9 @@ func simdMatMat(level simdLevel, t *task, rowBytes, lo, hi int) {
 // simdMatMatQ computes rows lo…hi-1 of every token of a matmul with
 // quantised weights from the quantised activations in t.act.
 func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
+	if level >= simdAMX && amxMatMat(t, rowBytes, lo, hi) {
+		return
+	}
 	a := t.act
 	var c *C.int32_t
 	var bs *C.int16_t

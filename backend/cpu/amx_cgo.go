@@ -1,0 +1,30 @@
+//go:build cgo && amd64
+
+package cpu
+
+// #cgo CFLAGS: -O3
+// #include "amx.h"
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/glint-llm/glint/dtype"
+)
+
+// hostAMX reports whether the AMX kernels may run: the CPU has them and the
+// OS granted the tile state (which glint_amx_init requests once).
+func hostAMX() bool { return C.glint_amx_init() != 0 }
+
+// amxMatMat runs rows lo…hi-1 of a prefill matmul with Q4_0 or Q8_0 weights
+// on the AMX kernel, and reports false (having done nothing) where that
+// kernel does not apply or could not get its working memory.
+func amxMatMat(t *task, rowBytes, lo, hi int) bool {
+	if t.n < amxMinTokens || t.k%32 != 0 || (t.wt != dtype.Q4_0 && t.wt != dtype.Q8_0) {
+		return false
+	}
+	a := t.act
+	return C.glint_matmat_amx(C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])),
+		(*C.int32_t)(unsafe.Pointer(&a.c[0])), C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])),
+		C.size_t(rowBytes), C.int(lo), C.int(hi), (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m)) != 0
+}
