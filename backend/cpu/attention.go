@@ -56,21 +56,46 @@ func (b *Backend) attention(op string, out, q, k, v backend.Tensor, n, pos0, kvL
 	if n == 0 {
 		return
 	}
+	// The C kernel scores up to attnScoreRows heads of one kv head at once.
+	simd, rows := simdOff, 1
+	if b.simd > simdOff && simdAttentionOK(headDim) {
+		simd, rows = b.simd, attnScoreRows
+	}
 	for i := range b.scratch {
-		if len(b.scratch[i].scores) < last {
-			b.scratch[i].scores = make([]float32, maxSeq)
+		if len(b.scratch[i].scores) < rows*last {
+			b.scratch[i].scores = make([]float32, rows*maxSeq)
 		}
 	}
 	t := &b.pool.task
 	total := n * heads
-	*t = task{kind: kAttention, total: total, grain: b.grainFor(total), dst: o.f32, q: qt.f32, kc: kt.f32, vc: vt.f32,
-		n: n, heads: heads, kvHeads: kvHeads, headDim: headDim, qStride: cols, pos0: pos0, kvLen: kvLen, scale: scale}
+	grain := b.grainFor(total)
+	if simd > simdOff {
+		// Chunks of whole kv-head groups let the kernel share every
+		// cache row it loads among the group's heads; items are
+		// row·heads + head, so multiples of the group stay aligned.
+		group := heads / kvHeads
+		grain = (grain + group - 1) / group * group
+	}
+	if n*heads*last*headDim < 1<<19 {
+		// A short context (most decode steps) takes a few microseconds on
+		// one thread, less than waking another costs.
+		grain = total
+	}
+	*t = task{kind: kAttention, total: total, grain: grain, dst: o.f32, q: qt.f32, kc: kt.f32, vc: vt.f32,
+		n: n, heads: heads, kvHeads: kvHeads, headDim: headDim, qStride: cols, pos0: pos0, kvLen: kvLen, scale: scale,
+		simd: simd}
 	b.pool.run()
 }
 
 // attentionItems handles (row, head) items lo…hi-1: scores, a softmax that
-// subtracts the maximum, and the probability-weighted sum of values.
+// subtracts the maximum, and the probability-weighted sum of values. With
+// t.simd set it is the C kernel in ops.c, which computes the same in float32
+// (the softmax sum in double, as here) and differs only in rounding.
 func (b *Backend) attentionItems(t *task, id, lo, hi int) {
+	if t.simd > simdOff {
+		simdAttention(t, b.scratch[id].scores, lo, hi)
+		return
+	}
 	hd, kvCols := t.headDim, t.kvHeads*t.headDim
 	group := t.heads / t.kvHeads
 	for it := lo; it < hi; it++ {

@@ -12,6 +12,10 @@ import (
 // would cost more than it saves.
 const minElemsPerTask = 2048
 
+// minSIMDElemsPerTask is minElemsPerTask for the C elementwise kernels,
+// which are about ten times faster than the Go loops.
+const minSIMDElemsPerTask = 16384
+
 // Embedding implements backend.Backend.
 func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 	const op = "Embedding"
@@ -159,12 +163,27 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 	}
 	t := &b.pool.task
 	total := n * cols
-	*t = task{kind: kSiLUMul, total: total, grain: max(minElemsPerTask, b.grainFor(total)), dst: d.f32, x: g.f32, y: u.f32}
+	// The C kernel does a decode step's 8192 elements in ~2.5 µs, less than
+	// waking a second thread costs (measured: 2.5 µs alone, 5 µs on two).
+	grain := max(minElemsPerTask, b.grainFor(total))
+	if b.simd > simdOff {
+		grain = max(minSIMDElemsPerTask, grain)
+	}
+	*t = task{kind: kSiLUMul, total: total, grain: grain, dst: d.f32, x: g.f32, y: u.f32, simd: b.simd}
 	b.pool.run()
 }
 
+// siluMulRange uses the C kernel (ops.c) at any SIMD level: its float32 exp
+// is within a few ulp of the float64 one siluMulGo calls.
 func siluMulRange(t *task, lo, hi int) {
-	g, u, d := t.x[lo:hi], t.y[lo:hi], t.dst[lo:hi]
+	if t.simd > simdOff {
+		simdSiLUMul(t.simd, t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
+		return
+	}
+	siluMulGo(t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
+}
+
+func siluMulGo(d, g, u []float32) {
 	for i, v := range g {
 		s := float64(v) / (1 + math.Exp(-float64(v)))
 		d[i] = float32(s) * u[i]

@@ -1,0 +1,41 @@
+//go:build cgo && amd64
+
+package cpu
+
+// #cgo CFLAGS: -O3
+// #include "ops.h"
+import "C"
+
+import "unsafe"
+
+// The pointers passed below are to Go or mmap'd memory holding no Go
+// pointers and are not kept after the call, as the cgo rules require.
+
+// simdSiLUMul computes d[i] = silu(g[i])·u[i] with the C kernel of level.
+func simdSiLUMul(level simdLevel, d, g, u []float32) {
+	if len(d) == 0 {
+		return
+	}
+	_, _ = g[len(d)-1], u[len(d)-1]
+	C.glint_silu_mul(C.int(level), (*C.float)(unsafe.Pointer(&g[0])), (*C.float)(unsafe.Pointer(&u[0])),
+		(*C.float)(unsafe.Pointer(&d[0])), C.size_t(len(d)))
+}
+
+// simdAttentionOK reports whether the C attention kernel takes heads of
+// headDim.
+func simdAttentionOK(headDim int) bool {
+	return headDim > 0 && headDim <= C.GLINT_ATTENTION_MAX_HEAD_DIM
+}
+
+// attnScoreRows is how many heads' scores the C kernel holds at once: the
+// scratch it needs is attnScoreRows times the longest row.
+const attnScoreRows = 4
+
+// simdAttention computes the (row, head) items lo…hi-1 of t with the C
+// kernel of t.simd; scores holds attnScoreRows·L floats for the longest L.
+func simdAttention(t *task, scores []float32, lo, hi int) {
+	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[0])), (*C.float)(unsafe.Pointer(&t.kc[0])),
+		(*C.float)(unsafe.Pointer(&t.vc[0])), (*C.float)(unsafe.Pointer(&t.dst[0])),
+		(*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads), C.int(t.kvHeads), C.int(t.headDim),
+		C.int(t.qStride), C.int(t.pos0), C.int(t.kvLen), C.float(t.scale), C.int(lo), C.int(hi))
+}
