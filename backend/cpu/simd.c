@@ -232,137 +232,363 @@ void glint_matvec(int level, int type, const float *x, const uint8_t *w, size_t 
 }
 
 // ---------------------------------------------------------------- prefill
+//
+// Prefill with float weights is blocked as in Goto's GEMM. A panel of R
+// weight rows (32 for AVX-512, 16 for AVX2) × KC elements of k is widened to
+// float32 and transposed once (panel[kk*R + r]), then stays in L1 while the
+// tokens stream past it: a micro-kernel keeps T tokens × R rows of sums in
+// registers, loading R/16 (R/8) vectors of the panel and broadcasting T
+// activations per k. Within a block of MC rows the k-chunks go outermost, so
+// that every panel of the block reuses the same chunk of the activations
+// (NT tokens × KC floats) and the block's partial sums (NT × MC floats)
+// from L2, instead of each panel sweeping all of x again from L3 (4 MiB at
+// k = 8192, more than L2). The chunk of activations is copied to a buffer
+// whose rows are XLD floats apart: rows of x are k floats apart, a multiple
+// of 4 KiB for every model, which maps a token tile's rows to the same
+// cache sets, so that they evict each other and the panel.
 
-// KC is the k-chunk of a weight panel, small enough that a panel
-// (KC × 32 rows, 32 KiB) stays in L1 while every token of the batch streams
-// past it.
+// KC is the k-chunk of a panel: 32 rows × KC floats = 32 KiB, within L1
+// (48 KiB) with room for the activations streaming past.
 #define KC 256
+// MC rows share one pass over the activations; NT tokens at most are in
+// that pass, so that the chunk of activations (NT × XLD floats) and of
+// partial sums (NT × MC floats) stay within L2 for any batch.
+#define MC 256
+#define NT 256
+#define XLD (KC + 16)
 
-// dequant_chunk widens len elements of one row, starting at element c (a
-// multiple of KC), into y. Each value is rounded exactly as the reference
-// dequantisation rounds it.
-static A2 void dequant_chunk(int type, const uint8_t *row, int c, int len, float *y) {
+// pack_fn fills a panel (see pack5); tiles_fn runs the micro-kernels for
+// one panel over n tokens whose chunk of activations starts at xc, row t
+// at xc + t*ldx, adding into dst (or writing, for the first chunk).
+typedef void (*pack_fn)(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel);
+typedef void (*tiles_fn)(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m,
+                         int o0, int rows, int first);
+
+// TG tokens run between two slices of the prefetches (see prefetcher): a
+// multiple of both micro-kernels' widths (12 and 6).
+#define TG 24
+
+// A prefetcher asks, a slice at a time, for the panel at (o0, c) to be
+// brought into L2 while the current panel is in use. Weights come from
+// memory, and a panel is R short runs of rows, which the hardware
+// prefetchers pick up late; asking for all of it at once would stall on
+// the few line-fill buffers that software prefetches occupy.
+typedef struct {
+	const char *base;
+	size_t rowBytes;
+	int lines; // per row
+	int next, total;
+} prefetcher;
+
+static void pf_init(prefetcher *p, int R, int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c,
+                    int k) {
+	size_t es = type == T_F32 ? 4 : 2;
+	int rows = hi - o0 < R ? hi - o0 : R;
+	p->base = (const char *)(w + (size_t)o0 * rowBytes + es * (size_t)c);
+	p->rowBytes = rowBytes;
+	p->lines = (int)((es * (size_t)(k - c < KC ? k - c : KC) + 63) / 64);
+	p->next = 0;
+	p->total = rows * p->lines;
+}
+
+static void pf_step(prefetcher *p, int count) {
+	for (; count > 0 && p->next < p->total; count--, p->next++) {
+		int r = p->next / p->lines, l = p->next % p->lines;
+		_mm_prefetch(p->base + (size_t)r * p->rowBytes + 64 * (size_t)l, _MM_HINT_T1);
+	}
+}
+
+// matmat_float is the loop nest above, for panels of R rows; panel has room
+// for R × KC floats.
+static void matmat_float(int R, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
+                         int lo, int hi, float *dst, int m, pack_fn pack, tiles_fn tiles, float *panel) {
+	if (k <= 0) {
+		// No chunk would write dst: the sums are empty.
+		for (int t = 0; t < n; t++) {
+			memset(dst + (size_t)t * m + lo, 0, sizeof(float) * (size_t)(hi - lo));
+		}
+		return;
+	}
+	int nt = n < NT ? n : NT;
+	// Without the buffer the kernels read x in place, only slower.
+	float *xs = aligned_alloc(64, sizeof(float) * XLD * (size_t)nt);
+	for (int ob = lo; ob < hi; ob += MC) {
+		int obe = ob + MC < hi ? ob + MC : hi;
+		for (int t0 = 0; t0 < n; t0 += NT) {
+			int tn = n - t0 < NT ? n - t0 : NT;
+			for (int c = 0; c < k; c += KC) {
+				int len = k - c < KC ? k - c : KC;
+				const float *xc = x + (size_t)t0 * k + c;
+				size_t ldx = (size_t)k;
+				if (xs != NULL) {
+					for (int t = 0; t < tn; t++) {
+						memcpy(xs + (size_t)t * XLD, xc + (size_t)t * k, sizeof(float) * (size_t)len);
+					}
+					xc = xs;
+					ldx = XLD;
+				}
+				for (int o0 = ob; o0 < obe; o0 += R) {
+					pack(w, rowBytes, o0, hi, c, len, panel);
+					// The panel packed next, in this loop order.
+					prefetcher pf = {0};
+					if (o0 + R < obe) {
+						pf_init(&pf, R, type, w, rowBytes, o0 + R, hi, c, k);
+					} else if (c + KC < k) {
+						pf_init(&pf, R, type, w, rowBytes, ob, hi, c + KC, k);
+					} else if (t0 + NT < n) {
+						pf_init(&pf, R, type, w, rowBytes, ob, hi, 0, k);
+					} else if (obe < hi) {
+						pf_init(&pf, R, type, w, rowBytes, obe, hi, 0, k);
+					}
+					int groups = (tn + TG - 1) / TG, slice = (pf.total + groups - 1) / groups;
+					for (int t = 0; t < tn; t += TG) {
+						pf_step(&pf, slice);
+						tiles(panel, len, xc + (size_t)t * ldx, ldx, tn - t < TG ? tn - t : TG,
+						      dst + (size_t)(t0 + t) * m, m, o0, hi - o0 < R ? hi - o0 : R, c == 0);
+					}
+				}
+			}
+		}
+	}
+	free(xs);
+}
+
+// tr16 transposes the 16 × 16 matrix whose rows are v[0…15].
+INLINE A5 void tr16(__m512 v[16]) {
+	__m512 t[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+	}
+	// u[4i+j] holds, in 128-bit lane L, rows 4i…4i+3 of column 4L+j.
+	__m512 u[16];
+	for (int i = 0; i < 16; i += 4) {
+		__m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+		__m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+		u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+		u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+		u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+		u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+	}
+	for (int j = 0; j < 4; j++) {
+		__m512 a = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
+		__m512 b = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
+		__m512 c = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
+		__m512 d = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
+		v[j] = _mm512_shuffle_f32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0));
+		v[4 + j] = _mm512_shuffle_f32x4(b, d, _MM_SHUFFLE(2, 0, 2, 0));
+		v[8 + j] = _mm512_shuffle_f32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1));
+		v[12 + j] = _mm512_shuffle_f32x4(b, d, _MM_SHUFFLE(3, 1, 3, 1));
+	}
+}
+
+// wide16 loads the elements at p that mk selects (zero elsewhere) as
+// floats, rounded exactly as the reference dequantisation rounds them.
+INLINE A5 __m512 wide16(int type, const uint8_t *p, __mmask16 mk) {
 	switch (type) {
 	case T_F32:
-		memcpy(y, row + 4 * (size_t)c, 4 * (size_t)len);
-		break;
-	case T_F16: {
-		const uint8_t *p = row + 2 * (size_t)c;
-		int i = 0;
-		for (; i + 8 <= len; i += 8) {
-			_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * i))));
-		}
-		for (; i < len; i++) {
-			y[i] = f16at(p + 2 * i);
-		}
-		break;
-	}
-	case T_BF16: {
-		const uint8_t *p = row + 2 * (size_t)c;
-		int i = 0;
-		for (; i + 8 <= len; i += 8) {
-			_mm256_storeu_ps(y + i, bf16x8(p + 2 * i));
-		}
-		for (; i < len; i++) {
-			y[i] = bf16at(p + 2 * i);
-		}
-		break;
-	}
+		return _mm512_maskz_loadu_ps(mk, p);
+	case T_F16:
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, p));
+	default:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, p)), 16));
 	}
 }
 
-
-// pack fills panel[kk*R + r] with element c+kk of row o0+r, zero for rows at
-// or past hi: the transposed layout lets the micro-kernel load R consecutive
-// rows' weights at one k as a vector and broadcast each token's x[k].
-INLINE A2 void pack(int R, int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len,
-                    float *panel) {
-	float y[KC];
-	for (int r = 0; r < R; r++) {
-		if (o0 + r >= hi) {
-			for (int kk = 0; kk < len; kk++) {
-				panel[kk * R + r] = 0;
+// pack5 fills panel[kk*32 + r] with element c+kk of row o0+r for kk < len,
+// zero for rows at or past hi, 16 rows × 16 elements at a time: the register
+// transpose costs four shuffles per vector, where a store per element made
+// packing a fifth of the time at 128 tokens.
+INLINE A5 void pack5(int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	size_t es = type == T_F32 ? 4 : 2;
+	for (int g = 0; g < 32; g += 16) {
+		int nr = hi - o0 - g < 0 ? 0 : hi - o0 - g > 16 ? 16 : hi - o0 - g;
+		const uint8_t *base = w + (size_t)(o0 + g) * rowBytes + es * (size_t)c;
+		for (int kk = 0; kk < len; kk += 16) {
+			int cnt = len - kk < 16 ? len - kk : 16;
+			__mmask16 mk = (__mmask16)((1u << cnt) - 1);
+			__m512 v[16];
+			for (int r = 0; r < 16; r++) {
+				v[r] = r < nr ? wide16(type, base + r * rowBytes + es * kk, mk) : _mm512_setzero_ps();
 			}
-			continue;
-		}
-		dequant_chunk(type, w + (size_t)(o0 + r) * rowBytes, c, len, y);
-		for (int kk = 0; kk < len; kk++) {
-			panel[kk * R + r] = y[kk];
+			tr16(v);
+			for (int j = 0; j < cnt; j++) {
+				_mm512_store_ps(panel + (size_t)(kk + j) * 32 + g, v[j]);
+			}
 		}
 	}
 }
 
-// Micro-kernels: T tokens × 2 vectors of rows, accumulating over the chunk
-// in registers and then adding into dst (which the first chunk zeroes).
+static A5 void pack5_f32(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	pack5(T_F32, w, rowBytes, o0, hi, c, len, panel);
+}
+static A5 void pack5_f16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	pack5(T_F16, w, rowBytes, o0, hi, c, len, panel);
+}
+static A5 void pack5_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	pack5(T_BF16, w, rowBytes, o0, hi, c, len, panel);
+}
+
+// The AVX-512 micro-kernel: T tokens × 2 vectors of rows, accumulating over
+// the chunk in registers and then adding into dst (which the first chunk
+// writes).
 #define T5 12
-INLINE A5 void kern_avx512(int T, const float *panel, int len, const float *x, int k, int c, float *dst,
-                           int m, int o0, __mmask16 m0, __mmask16 m1, int first) {
+INLINE A5 void kern_avx512(int T, const float *panel, int len, const float *xc, size_t ldx, float *dst, int m,
+                           int o0, __mmask16 m0, __mmask16 m1, int first) {
 	__m512 acc[T5][2];
 	for (int t = 0; t < T; t++) {
 		acc[t][0] = _mm512_setzero_ps();
 		acc[t][1] = _mm512_setzero_ps();
 	}
-	const float *xc = x + c;
 	for (int kk = 0; kk < len; kk++) {
-		__m512 w0 = _mm512_loadu_ps(panel + kk * 32), w1 = _mm512_loadu_ps(panel + kk * 32 + 16);
+		__m512 w0 = _mm512_load_ps(panel + kk * 32), w1 = _mm512_load_ps(panel + kk * 32 + 16);
 		for (int t = 0; t < T; t++) {
-			__m512 xv = _mm512_set1_ps(xc[(size_t)t * k + kk]);
+			__m512 xv = _mm512_set1_ps(xc[(size_t)t * ldx + kk]);
 			acc[t][0] = _mm512_fmadd_ps(w0, xv, acc[t][0]);
 			acc[t][1] = _mm512_fmadd_ps(w1, xv, acc[t][1]);
 		}
 	}
-	for (int t = 0; t < T; t++) {
-		float *d = dst + (size_t)t * m + o0;
-		if (!first) {
+	// Every load before any store: rows of dst are m floats apart, often a
+	// multiple of 4 KiB, and a load after a store to such an address waits
+	// for the store (4K aliasing).
+	if (!first) {
+		for (int t = 0; t < T; t++) {
+			const float *d = dst + (size_t)t * m + o0;
 			acc[t][0] = _mm512_add_ps(acc[t][0], _mm512_maskz_loadu_ps(m0, d));
 			acc[t][1] = _mm512_add_ps(acc[t][1], _mm512_maskz_loadu_ps(m1, d + 16));
 		}
+	}
+	for (int t = 0; t < T; t++) {
+		float *d = dst + (size_t)t * m + o0;
 		_mm512_mask_storeu_ps(d, m0, acc[t][0]);
 		_mm512_mask_storeu_ps(d + 16, m1, acc[t][1]);
+	}
+}
+
+static A5 void tiles5(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m, int o0,
+                      int rows, int first) {
+	__mmask16 m0 = rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1);
+	__mmask16 m1 = rows <= 16 ? 0 : rows >= 32 ? 0xFFFF : (__mmask16)((1u << (rows - 16)) - 1);
+	int t = 0;
+	for (; t + T5 <= n; t += T5) {
+		kern_avx512(T5, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1, first);
+	}
+	switch (n - t) {
+#define CASE(T) \
+	case T: kern_avx512(T, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1, first); break;
+		CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
+#undef CASE
 	}
 }
 
 static A5 void matmat_avx512(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
                              int lo, int hi, float *dst, int m) {
 	float panel[KC * 32] __attribute__((aligned(64)));
-	for (int o0 = lo; o0 < hi; o0 += 32) {
-		int rows = hi - o0 < 32 ? hi - o0 : 32;
-		__mmask16 m0 = rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1);
-		__mmask16 m1 = rows <= 16 ? 0 : rows >= 32 ? 0xFFFF : (__mmask16)((1u << (rows - 16)) - 1);
-		for (int c = 0; c < k; c += KC) {
-			int len = k - c < KC ? k - c : KC;
-			pack(32, type, w, rowBytes, o0, hi, c, len, panel);
-			int t = 0;
-			for (; t + T5 <= n; t += T5) {
-				kern_avx512(T5, panel, len, x + (size_t)t * k, k, c, dst + (size_t)t * m, m, o0, m0, m1, c == 0);
+	pack_fn pack = type == T_F32 ? pack5_f32 : type == T_F16 ? pack5_f16 : pack5_bf16;
+	matmat_float(32, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, tiles5, panel);
+}
+
+// tr8 transposes the 8 × 8 matrix whose rows are v[0…7].
+INLINE A2 void tr8(__m256 v[8]) {
+	__m256 t[8], s[8];
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+		t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+	}
+	// s[4h+j] holds, in 128-bit lane L, rows 4h…4h+3 of column 4L+j.
+	for (int h = 0; h < 8; h += 4) {
+		s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+		s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+		s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+		s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+	}
+	for (int j = 0; j < 4; j++) {
+		v[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+		v[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+	}
+}
+
+// wide8 loads cnt (≤ 8) elements at p as floats, zero past them.
+INLINE A2 __m256 wide8(int type, const uint8_t *p, int cnt) {
+	uint8_t tail[32];
+	if (cnt < 8) {
+		size_t es = type == T_F32 ? 4 : 2;
+		memset(tail, 0, sizeof tail);
+		memcpy(tail, p, es * (size_t)cnt);
+		p = tail;
+	}
+	switch (type) {
+	case T_F32:
+		return _mm256_loadu_ps((const float *)p);
+	case T_F16:
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+	default:
+		return bf16x8(p);
+	}
+}
+
+// pack2 is pack5 for the AVX2 kernels: panel[kk*16 + r], 8 × 8 at a time.
+INLINE A2 void pack2(int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	size_t es = type == T_F32 ? 4 : 2;
+	for (int g = 0; g < 16; g += 8) {
+		int nr = hi - o0 - g < 0 ? 0 : hi - o0 - g > 8 ? 8 : hi - o0 - g;
+		const uint8_t *base = w + (size_t)(o0 + g) * rowBytes + es * (size_t)c;
+		for (int kk = 0; kk < len; kk += 8) {
+			int cnt = len - kk < 8 ? len - kk : 8;
+			__m256 v[8];
+			for (int r = 0; r < 8; r++) {
+				v[r] = r < nr ? wide8(type, base + r * rowBytes + es * kk, cnt) : _mm256_setzero_ps();
 			}
-			switch (n - t) {
-#define CASE(T) \
-	case T: kern_avx512(T, panel, len, x + (size_t)t * k, k, c, dst + (size_t)t * m, m, o0, m0, m1, c == 0); break;
-				CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
-#undef CASE
+			tr8(v);
+			for (int j = 0; j < cnt; j++) {
+				_mm256_store_ps(panel + (size_t)(kk + j) * 16 + g, v[j]);
 			}
 		}
 	}
 }
 
+static A2 void pack2_f32(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	pack2(T_F32, w, rowBytes, o0, hi, c, len, panel);
+}
+static A2 void pack2_f16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	pack2(T_F16, w, rowBytes, o0, hi, c, len, panel);
+}
+static A2 void pack2_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
+	pack2(T_BF16, w, rowBytes, o0, hi, c, len, panel);
+}
+
 // The AVX2 micro-kernel has 16 registers: 6 tokens × 2 vectors of 8 rows.
 #define T2 6
-INLINE A2 void kern_avx2(int T, const float *panel, int len, const float *x, int k, int c, float *dst, int m,
+INLINE A2 void kern_avx2(int T, const float *panel, int len, const float *xc, size_t ldx, float *dst, int m,
                          int o0, int rows, int first) {
 	__m256 acc[T2][2];
 	for (int t = 0; t < T; t++) {
 		acc[t][0] = _mm256_setzero_ps();
 		acc[t][1] = _mm256_setzero_ps();
 	}
-	const float *xc = x + c;
 	for (int kk = 0; kk < len; kk++) {
-		__m256 w0 = _mm256_loadu_ps(panel + kk * 16), w1 = _mm256_loadu_ps(panel + kk * 16 + 8);
+		__m256 w0 = _mm256_load_ps(panel + kk * 16), w1 = _mm256_load_ps(panel + kk * 16 + 8);
 		for (int t = 0; t < T; t++) {
-			__m256 xv = _mm256_broadcast_ss(xc + (size_t)t * k + kk);
+			__m256 xv = _mm256_broadcast_ss(xc + (size_t)t * ldx + kk);
 			acc[t][0] = _mm256_fmadd_ps(w0, xv, acc[t][0]);
 			acc[t][1] = _mm256_fmadd_ps(w1, xv, acc[t][1]);
 		}
+	}
+	if (rows == 16) {
+		// As in kern_avx512: every load before any store.
+		if (!first) {
+			for (int t = 0; t < T; t++) {
+				const float *d = dst + (size_t)t * m + o0;
+				acc[t][0] = _mm256_add_ps(acc[t][0], _mm256_loadu_ps(d));
+				acc[t][1] = _mm256_add_ps(acc[t][1], _mm256_loadu_ps(d + 8));
+			}
+		}
+		for (int t = 0; t < T; t++) {
+			float *d = dst + (size_t)t * m + o0;
+			_mm256_storeu_ps(d, acc[t][0]);
+			_mm256_storeu_ps(d + 8, acc[t][1]);
+		}
+		return;
 	}
 	for (int t = 0; t < T; t++) {
 		float *d = dst + (size_t)t * m + o0;
@@ -375,26 +601,25 @@ INLINE A2 void kern_avx2(int T, const float *panel, int len, const float *x, int
 	}
 }
 
+static A2 void tiles2(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m, int o0,
+                      int rows, int first) {
+	int t = 0;
+	for (; t + T2 <= n; t += T2) {
+		kern_avx2(T2, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first);
+	}
+	switch (n - t) {
+#define CASE(T) \
+	case T: kern_avx2(T, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first); break;
+		CASE(1) CASE(2) CASE(3) CASE(4) CASE(5)
+#undef CASE
+	}
+}
+
 static A2 void matmat_avx2(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                            int hi, float *dst, int m) {
 	float panel[KC * 16] __attribute__((aligned(32)));
-	for (int o0 = lo; o0 < hi; o0 += 16) {
-		int rows = hi - o0 < 16 ? hi - o0 : 16;
-		for (int c = 0; c < k; c += KC) {
-			int len = k - c < KC ? k - c : KC;
-			pack(16, type, w, rowBytes, o0, hi, c, len, panel);
-			int t = 0;
-			for (; t + T2 <= n; t += T2) {
-				kern_avx2(T2, panel, len, x + (size_t)t * k, k, c, dst + (size_t)t * m, m, o0, rows, c == 0);
-			}
-			switch (n - t) {
-#define CASE(T) \
-	case T: kern_avx2(T, panel, len, x + (size_t)t * k, k, c, dst + (size_t)t * m, m, o0, rows, c == 0); break;
-				CASE(1) CASE(2) CASE(3) CASE(4) CASE(5)
-#undef CASE
-			}
-		}
-	}
+	pack_fn pack = type == T_F32 ? pack2_f32 : type == T_F16 ? pack2_f16 : pack2_bf16;
+	matmat_float(16, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, tiles2, panel);
 }
 
 void glint_matmat(int level, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
