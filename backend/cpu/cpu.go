@@ -44,9 +44,13 @@ type Backend struct {
 	threads int
 	device  string
 	simd    simdLevel
-	pool    pool
-	err     error
-	closed  bool
+	// skewNs and nsPerByte size the calling thread's larger share of a
+	// decode matmul (balance).
+	skewNs, nsPerByte float64
+	dbg               int
+	pool              pool
+	err               error
+	closed            bool
 
 	// Per-thread scratch, grown on demand and then reused, so that ops stay
 	// allocation-free once the largest shapes have been seen.

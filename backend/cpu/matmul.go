@@ -43,6 +43,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		return
 	}
 	k, m := backend.Cols(wt), backend.Rows(wt)
+	rowBytes, _ := wt.dt.RowBytes(k)
 	if backend.Cols(xt) != k || backend.Cols(d) != m {
 		b.fail(backend.ShapeError("cpu: "+op, "x %v · w %q %v → dst %v: want x [_, %d] and dst [_, %d]",
 			xt.shape, wt.name, wt.shape, d.shape, k, m))
@@ -68,10 +69,20 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	// chunks are whole panels or tiles.
 	t.grain = b.grainFor(m)
 	if n == 1 {
-		// Decode streams the weight once: one contiguous, equal share per
-		// thread keeps each thread's reads sequential for the prefetchers
-		// and costs one claim per thread.
+		// Decode streams the weight once: one contiguous share per thread
+		// keeps each thread's reads sequential for the prefetchers and
+		// costs one claim per thread. The caller's share (the first) is
+		// larger by b.skewNs of work, since the helpers start tens of
+		// microseconds later, when the kernel has woken them (see balance).
 		t.grain = (m + b.threads - 1) / b.threads
+		if b.threads > 1 {
+			extra := 0
+			if b.nsPerByte > 0 {
+				extra = int(b.skewNs / (b.nsPerByte * float64(rowBytes)))
+			}
+			t.first = min(m, max(1, m/b.threads+extra))
+			t.grain = max(1, (m-t.first+b.threads-2)/(b.threads-1))
+		}
 	}
 	switch {
 	case t.simd >= simdAMX && a != nil && n >= amxMinTokens:
@@ -79,10 +90,39 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		t.grain = (t.grain + 31) / 32 * 32
 	case t.simd > simdOff && a != nil:
 		t.grain = (t.grain + rowTile - 1) / rowTile * rowTile
+		t.first = (t.first + rowTile - 1) / rowTile * rowTile
 	case t.simd > simdOff && n > 1:
 		t.grain = (t.grain + 31) / 32 * 32
 	}
 	b.pool.run()
+	if t.first > 0 {
+		b.balance(t.first, rowBytes)
+	}
+}
+
+// balance updates b.skewNs, the extra time of work a decode matmul's caller
+// takes on beyond an equal share (the helpers start later by about the time
+// the kernel takes to wake them: ~20 µs in the 2-vCPU VM this was measured
+// on), and b.nsPerByte, the caller's streaming speed that turns it into
+// rows, from the run just done: the caller did first rows in mainNs, and the
+// last helper finished lateNs after it. A quarter of each wait is moved per
+// step, which smooths out noise, and the target is the caller finishing a
+// little after the helpers: a caller that waits must itself be woken. The
+// split changes no result: every row is computed the same way wherever it
+// runs. (Busy-waiting instead of sleeping was measured too: slower.)
+func (b *Backend) balance(first, rowBytes int) {
+	const margin = 5000 // ns
+	p := &b.pool
+	if p.mainNs <= 0 {
+		return
+	}
+	nsPerByte := float64(p.mainNs) / float64(first*rowBytes)
+	if b.nsPerByte == 0 {
+		b.nsPerByte = nsPerByte
+	}
+	b.nsPerByte += 0.1 * (nsPerByte - b.nsPerByte)
+	b.skewNs += 0.25 * float64(p.lateNs+margin)
+	b.skewNs = min(100e3, max(-50e3, b.skewNs))
 }
 
 // quantize rounds the first n rows of x to the activation type of weight

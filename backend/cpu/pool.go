@@ -3,6 +3,7 @@ package cpu
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/glint-llm/glint/dtype"
 )
@@ -28,6 +29,9 @@ type task struct {
 	kind  kind
 	total int
 	grain int
+	// first, when set, is the size of the first claim (the caller's, which
+	// starts while the helpers are still waking); later claims are grain.
+	first int
 	next  atomic.Int64
 
 	// Operands; which are set depends on kind.
@@ -57,6 +61,11 @@ type pool struct {
 	wake  []chan struct{}
 	done  sync.WaitGroup
 	alive bool
+	// Timing of the last run, for balancing decode matmuls (balance): how
+	// long the caller worked, and when the last helper finished relative to
+	// the caller (positive: the caller waited).
+	finished       atomic.Int64
+	mainNs, lateNs int64
 }
 
 func (p *pool) start(b *Backend, threads int) {
@@ -72,6 +81,7 @@ func (p *pool) start(b *Backend, threads int) {
 func (p *pool) worker(id int, wake chan struct{}) {
 	for range wake {
 		p.b.work(&p.task, id)
+		p.finished.Store(int64(time.Since(epoch)))
 		p.done.Done()
 	}
 }
@@ -86,14 +96,28 @@ func (p *pool) run() {
 		t.grain = 1
 	}
 	// Waking threads that would find nothing to do only costs latency.
-	helpers := min(len(p.wake), (t.total+t.grain-1)/t.grain-1)
+	chunks := (t.total + t.grain - 1) / t.grain
+	if t.first > 0 {
+		chunks = 1 + (t.total-t.first+t.grain-1)/t.grain
+	}
+	helpers := min(len(p.wake), chunks-1)
 	p.done.Add(helpers)
 	for i := range helpers {
 		p.wake[i] <- struct{}{}
 	}
+	start := time.Since(epoch)
 	p.b.work(t, 0)
+	mid := time.Since(epoch)
 	p.done.Wait()
+	p.mainNs = int64(mid - start)
+	p.lateNs = 0
+	if helpers > 0 {
+		p.lateNs = p.finished.Load() - int64(mid)
+	}
 }
+
+// epoch is the origin of the pool's monotonic timestamps.
+var epoch = time.Now()
 
 func (p *pool) stop() {
 	if !p.alive {
@@ -114,13 +138,19 @@ func (b *Backend) grainFor(total int) int {
 
 // work claims chunks of the task until none are left.
 func (b *Backend) work(t *task, id int) {
-	g := int64(t.grain)
 	for {
-		lo := int(t.next.Add(g) - g)
+		c := int(t.next.Add(1) - 1) // claims are numbered
+		lo, hi := c*t.grain, (c+1)*t.grain
+		if t.first > 0 {
+			lo, hi = t.first+(c-1)*t.grain, t.first+c*t.grain
+			if c == 0 {
+				lo, hi = 0, t.first
+			}
+		}
 		if lo >= t.total {
 			return
 		}
-		hi := min(lo+t.grain, t.total)
+		hi = min(hi, t.total)
 		switch t.kind {
 		case kMatMul:
 			matMulRows(t, lo, hi)
