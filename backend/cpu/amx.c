@@ -19,7 +19,7 @@
 // after another, as ggml's scalar code does, where the VNNI tiles keep eight
 // lanes of partial sums as ggml's AVX2 code does. The two round differently
 // in the last bits, so a near-tie can go the other way: on the random-weight
-// llama3-small-Q4_0 a 24-token prompt changes greedy ids from step 11 on,
+// llama3-small-Q4_0 a 26-token prompt changes greedy ids from step 11 on,
 // while the llama.cpp greedy records and the stories and llama3-tiny models
 // give identical ids.
 
