@@ -32,9 +32,7 @@
 #include <unistd.h>
 
 #include "amx.h"
-
-#define T_Q4_0 2
-#define T_Q8_0 8
+#include "simd_common.h"
 
 #define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
@@ -68,8 +66,6 @@ typedef struct {
 	uint8_t rows[16];
 } tilecfg;
 
-static inline uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-
 // The panel: PR weight rows, token tiles of PT.
 #define PR 32
 #define PT 32
@@ -95,12 +91,12 @@ static AMX void unpack_panel(int type, const uint8_t *w, size_t rowBytes, int o0
 				__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
 				_mm_storeu_si128((__m128i *)dst, _mm_and_si128(v, m4));
 				_mm_storeu_si128((__m128i *)(dst + 16), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
-				sw[(size_t)b * PR + r] = _cvtsh_ss(le16(blk));
+				sw[(size_t)b * PR + r] = f16at(blk);
 			} else {
 				const uint8_t *blk = row + (size_t)b * 34;
 				__m256i v = _mm256_loadu_si256((const __m256i *)(blk + 2));
 				_mm256_storeu_si256((__m256i *)dst, _mm256_xor_si256(v, flip));
-				sw[(size_t)b * PR + r] = _cvtsh_ss(le16(blk));
+				sw[(size_t)b * PR + r] = f16at(blk);
 			}
 		}
 	}

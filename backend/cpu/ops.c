@@ -14,10 +14,7 @@
 #include <stdint.h>
 
 #include "ops.h"
-
-#define A2 __attribute__((target("avx2,fma")))
-#define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
-#define INLINE static inline __attribute__((always_inline))
+#include "simd_common.h"
 
 // Below -104, e^x < 2^-150 rounds to zero: clamping there keeps 2^n
 // representable while every result that is not zero is still computed.
@@ -157,20 +154,6 @@ INLINE A5 void attn5(const float *q, const float *k, const float *v, float *out,
 }
 
 // ---------------------------------------------------------------- AVX2
-
-INLINE A2 float hsum8(__m256 v) {
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
-
-INLINE A2 float hmax8(__m256 v) {
-	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_max_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
 
 // lanes8 is the maskload/maskstore mask of the first n (< 8) lanes, or of
 // all 8 when n is 0.

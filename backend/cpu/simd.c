@@ -15,26 +15,13 @@
 #include <string.h>
 
 #include "simd.h"
-
-#define T_F32 0
-#define T_F16 1
-#define T_Q4_0 2
-#define T_Q8_0 8
-#define T_Q6_K 14
-#define T_BF16 30
-
-#define A2 __attribute__((target("avx2,fma,f16c")))
-#define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#define AV __attribute__((target("avx512vbmi,avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#define INLINE static inline __attribute__((always_inline))
+#include "simd_common.h"
 
 // f16tab maps every half-precision bit pattern to float, so that a block
 // scale costs one load that vbroadcastss takes straight from memory: a
 // scalar vcvtph2ps plus a register broadcast would spend two uops of the
 // shuffle port, which unpacking the weights already saturates.
 static float f16tab[65536];
-
 
 static A2 void init_f16tab(void) {
 	for (int i = 0; i < 65536; i++) {
@@ -63,18 +50,6 @@ int glint_simd_level(void) {
 
 // ---------------------------------------------------------------- helpers
 
-INLINE uint16_t le16(const uint8_t *p) {
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return h;
-}
-
-INLINE A2 float f16at(const uint8_t *p) {
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return _cvtsh_ss(h);
-}
-
 INLINE A2 float bf16at(const uint8_t *p) {
 	uint16_t h;
 	memcpy(&h, p, 2);
@@ -82,13 +57,6 @@ INLINE A2 float bf16at(const uint8_t *p) {
 	float f;
 	memcpy(&f, &u, 4);
 	return f;
-}
-
-INLINE A2 float hsum8(__m256 v) {
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
 }
 
 // i8x8 widens 8 signed bytes to floats.
@@ -632,14 +600,6 @@ void glint_matmat(int level, int type, const float *x, int n, int k, const uint8
 }
 
 // ---------------------------------------------------------------- activations
-
-// hmax8 is the largest lane of v.
-INLINE A2 float hmax8(__m256 v) {
-	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_max_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
 
 INLINE A2 int hsum8i(__m256i v) {
 	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

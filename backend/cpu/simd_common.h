@@ -1,0 +1,46 @@
+// What the package's C kernels (simd.c, ops.c, amx.c) share: the weight type
+// ids, the target attributes of each level, and small helpers. Every
+// function here is static inline, so each file gets its own copy.
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+// dtype.Type values (ggml's type ids).
+#define T_F32 0
+#define T_F16 1
+#define T_Q4_0 2
+#define T_Q8_0 8
+#define T_Q6_K 14
+#define T_BF16 30
+
+// Target attributes: every kernel is compiled for its instruction set and
+// chosen at run time, so the package builds with plain CFLAGS.
+#define A2 __attribute__((target("avx2,fma,f16c")))
+#define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define AV __attribute__((target("avx512vbmi,avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE uint16_t le16(const uint8_t *p) {
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return h;
+}
+
+INLINE A2 float f16at(const uint8_t *p) { return _cvtsh_ss(le16(p)); }
+
+// hsum8 is the sum of v's lanes.
+INLINE A2 float hsum8(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+// hmax8 is the largest lane of v.
+INLINE A2 float hmax8(__m256 v) {
+	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_max_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
