@@ -96,11 +96,7 @@ func (p *pool) run() {
 		t.grain = 1
 	}
 	// Waking threads that would find nothing to do only costs latency.
-	chunks := (t.total + t.grain - 1) / t.grain
-	if t.first > 0 {
-		chunks = 1 + (t.total-t.first+t.grain-1)/t.grain
-	}
-	helpers := min(len(p.wake), chunks-1)
+	helpers := min(len(p.wake), t.claims()-1)
 	p.done.Add(helpers)
 	for i := range helpers {
 		p.wake[i] <- struct{}{}
@@ -136,21 +132,37 @@ func (b *Backend) grainFor(total int) int {
 	return max(g, 1)
 }
 
+// span is the items of claim c (claims are numbered from 0): t.first items
+// for the first when set, t.grain for every other, clipped to t.total.
+func (t *task) span(c int) (lo, hi int) {
+	switch {
+	case t.first == 0:
+		lo = c * t.grain
+		hi = lo + t.grain
+	case c == 0:
+		hi = t.first
+	default:
+		lo = t.first + (c-1)*t.grain
+		hi = lo + t.grain
+	}
+	return lo, min(hi, t.total)
+}
+
+// claims is the number of claims with items in them.
+func (t *task) claims() int {
+	if t.first == 0 {
+		return (t.total + t.grain - 1) / t.grain
+	}
+	return 1 + (max(0, t.total-t.first)+t.grain-1)/t.grain
+}
+
 // work claims chunks of the task until none are left.
 func (b *Backend) work(t *task, id int) {
 	for {
-		c := int(t.next.Add(1) - 1) // claims are numbered
-		lo, hi := c*t.grain, (c+1)*t.grain
-		if t.first > 0 {
-			lo, hi = t.first+(c-1)*t.grain, t.first+c*t.grain
-			if c == 0 {
-				lo, hi = 0, t.first
-			}
-		}
+		lo, hi := t.span(int(t.next.Add(1) - 1))
 		if lo >= t.total {
 			return
 		}
-		hi = min(hi, t.total)
 		switch t.kind {
 		case kMatMul:
 			matMulRows(t, lo, hi)
