@@ -75,11 +75,11 @@ func (b *Backend) attention(op string, out, q, k, v backend.Tensor, n, pos0, kvL
 		// row·heads + head, so multiples of the group stay aligned.
 		group := heads / kvHeads
 		grain = (grain + group - 1) / group * group
-	}
-	if n*heads*last*headDim < 1<<19 {
-		// A short context (most decode steps) takes a few microseconds on
-		// one thread, less than waking another costs.
-		grain = total
+		if n*heads*last*headDim < 1<<19 {
+			// A short context (most decode steps) takes the C kernel a few
+			// microseconds on one thread, less than waking another costs.
+			grain = total
+		}
 	}
 	*t = task{kind: kAttention, total: total, grain: grain, dst: o.f32, q: qt.f32, kc: kt.f32, vc: vt.f32,
 		n: n, heads: heads, kvHeads: kvHeads, headDim: headDim, qStride: cols, pos0: pos0, kvLen: kvLen, scale: scale,
