@@ -80,6 +80,9 @@ fuzz:
 	$(GO) test ./model/safetensors -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime 5m -parallel 1
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzFromHF -fuzztime 5m -parallel 1
+	$(GO) test ./dtype -run '^$$' -fuzz FuzzDequantizeBlocks -fuzztime 5m -parallel 1
+	$(GO) test ./dtype -run '^$$' -fuzz FuzzQuantizeRow -fuzztime 5m -parallel 1
+	$(GO) test ./chattemplate -run '^$$' -fuzz FuzzParseJSON -fuzztime 5m -parallel 1
 
 clean:
 	rm -rf $(BIN)

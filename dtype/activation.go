@@ -11,7 +11,9 @@ const Q8_K Type = 15
 
 // ActivationType is the type a matmul's activations are rounded to for
 // weights of type t, as llama.cpp does (ggml's vec_dot_type): Q8_0 for Q4_0
-// and Q8_0 weights, Q8_K for Q6_K, and F32 (no rounding) for plain types.
+// and Q8_0 weights, Q8_K for Q6_K, F16 for F16, BF16 for BF16, and F32 (no
+// rounding) for F32. A product of two F16 (or two BF16) values is exact in
+// float32, so rounding x is the whole difference from an f32 dot product.
 //
 // Rounding the activations is what lets a backend use integer dot products;
 // glint does it on every backend, identically, so that quantised models give
@@ -22,6 +24,8 @@ func (t Type) ActivationType() Type {
 		return Q8_0
 	case Q6_K:
 		return Q8_K
+	case F16, BF16:
+		return t
 	}
 	return F32
 }
@@ -36,6 +40,8 @@ func (t Type) ActivationType() Type {
 //   - Q8_K, per block of 256 (quantize_row_q8_K_ref): m = the element of
 //     largest magnitude (the first on ties), iscale = -127/m,
 //     q = min(127, round-half-even(iscale·x)), value = q·(1/iscale).
+//   - F16 and BF16, per element: round to nearest even (ggml's
+//     GGML_FP32_TO_FP16 with F16C, GGML_FP32_TO_BF16).
 func RoundActivations(at Type, dst, x []float32) {
 	switch at {
 	case Q8_0:
@@ -55,6 +61,14 @@ func RoundActivations(at Type, dst, x []float32) {
 				}
 				dst[j] = min(127, RoundEven(iscale*x[j])) * d
 			}
+		}
+	case F16:
+		for j, v := range x {
+			dst[j] = F16ToF32(F32ToF16(v))
+		}
+	case BF16:
+		for j, v := range x {
+			dst[j] = BF16ToF32(F32ToBF16(v))
 		}
 	default:
 		copy(dst, x)

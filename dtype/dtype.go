@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/x448/float16"
 )
@@ -18,87 +19,147 @@ import (
 // Type is a storage type; its value is the ggml type id.
 type Type uint32
 
-// The supported types. Values are ggml's (ggml.h enum ggml_type).
+// The types dtype knows the layout of. Values are ggml's (ggml.h enum
+// ggml_type).
 const (
-	F32  Type = 0
-	F16  Type = 1
-	Q4_0 Type = 2
-	Q8_0 Type = 8
-	Q6_K Type = 14
-	I32  Type = 26
-	BF16 Type = 30
+	F32    Type = 0
+	F16    Type = 1
+	Q4_0   Type = 2
+	Q4_1   Type = 3
+	Q5_0   Type = 6
+	Q5_1   Type = 7
+	Q8_0   Type = 8
+	Q2_K   Type = 10
+	Q3_K   Type = 11
+	Q4_K   Type = 12
+	Q5_K   Type = 13
+	Q6_K   Type = 14
+	IQ4_NL Type = 20
+	IQ4_XS Type = 23
+	I32    Type = 26
+	BF16   Type = 30
 )
 
 // Block geometry of each type: elements per block and bytes per block.
 const (
-	QK8_0 = 32 // Q8_0: f16 scale + 32 int8
-	QK4_0 = 32 // Q4_0: f16 scale + 16 bytes of nibbles
-	QK_K  = 256
+	QK8_0  = 32 // Q8_0: f16 scale + 32 int8
+	QK4_0  = 32 // Q4_0: f16 scale + 16 bytes of nibbles
+	QK4_1  = 32 // Q4_1: f16 scale and min + 16 bytes of nibbles
+	QK5_0  = 32 // Q5_0: f16 scale + 32 high bits + 16 bytes of nibbles
+	QK5_1  = 32 // Q5_1: f16 scale and min + 32 high bits + 16 bytes of nibbles
+	QK4_NL = 32 // IQ4_NL: f16 scale + 16 bytes of indices into kvaluesIQ4NL
+	QK_K   = 256
 
-	BlockBytesQ8_0 = 2 + QK8_0
-	BlockBytesQ4_0 = 2 + QK4_0/2
-	BlockBytesQ6_K = QK_K/2 + QK_K/4 + QK_K/16 + 2 // ql, qh, scales, d = 210
+	BlockBytesQ8_0   = 2 + QK8_0
+	BlockBytesQ4_0   = 2 + QK4_0/2
+	BlockBytesQ4_1   = 4 + QK4_1/2
+	BlockBytesQ5_0   = 2 + 4 + QK5_0/2
+	BlockBytesQ5_1   = 4 + 4 + QK5_1/2
+	BlockBytesQ2_K   = QK_K/16 + QK_K/4 + 4          // scales, qs, d, dmin = 84
+	BlockBytesQ3_K   = QK_K/8 + QK_K/4 + 12 + 2      // hmask, qs, scales, d = 110
+	BlockBytesQ4_K   = 4 + 12 + QK_K/2               // d, dmin, scales, qs = 144
+	BlockBytesQ5_K   = 4 + 12 + QK_K/8 + QK_K/2      // d, dmin, scales, qh, qs = 176
+	BlockBytesQ6_K   = QK_K/2 + QK_K/4 + QK_K/16 + 2 // ql, qh, scales, d = 210
+	BlockBytesIQ4_NL = 2 + QK4_NL/2
+	BlockBytesIQ4_XS = 2 + 2 + QK_K/64 + QK_K/2 // d, scales_h, scales_l, qs = 136
 )
 
-var names = map[Type]string{F32: "F32", F16: "F16", Q4_0: "Q4_0", Q8_0: "Q8_0", Q6_K: "Q6_K", I32: "I32", BF16: "BF16"}
+// ggmlNames is every ggml type id, named as ggml names it (enum ggml_type
+// without its GGML_TYPE_ prefix), so that no message ever shows a bare
+// number; ids ggml retired keep their old names.
+var ggmlNames = [...]string{
+	"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+	"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+	"IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M",
+	"BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8",
+}
 
+// geometry is each known type's elements and bytes per block.
+var geometry = map[Type][2]int{
+	F32: {1, 4}, F16: {1, 2}, BF16: {1, 2}, I32: {1, 4},
+	Q4_0: {QK4_0, BlockBytesQ4_0}, Q4_1: {QK4_1, BlockBytesQ4_1},
+	Q5_0: {QK5_0, BlockBytesQ5_0}, Q5_1: {QK5_1, BlockBytesQ5_1},
+	Q8_0: {QK8_0, BlockBytesQ8_0},
+	Q2_K: {QK_K, BlockBytesQ2_K}, Q3_K: {QK_K, BlockBytesQ3_K}, Q4_K: {QK_K, BlockBytesQ4_K},
+	Q5_K: {QK_K, BlockBytesQ5_K}, Q6_K: {QK_K, BlockBytesQ6_K},
+	IQ4_NL: {QK4_NL, BlockBytesIQ4_NL}, IQ4_XS: {QK_K, BlockBytesIQ4_XS},
+}
+
+// String is ggml's name of the type; an id ggml never had prints as
+// ggml_type(N).
 func (t Type) String() string {
-	if s, ok := names[t]; ok {
-		return s
+	if int(t) < len(ggmlNames) {
+		return ggmlNames[t]
 	}
 	return fmt.Sprintf("ggml_type(%d)", uint32(t))
 }
 
-// Valid reports whether t is one of the types glint implements.
-func (t Type) Valid() bool { _, ok := names[t]; return ok }
+// Known reports whether dtype knows t's layout: its block geometry,
+// DequantizeRow and QuantizeRow. Files of every known type can be read,
+// written and converted.
+func (t Type) Known() bool { _, ok := geometry[t]; return ok }
 
-// Parse returns the type named s (as printed by String, case-sensitive).
+// backendTypes are the types both backends implement today.
+var backendTypes = map[Type]bool{F32: true, F16: true, BF16: true, Q8_0: true, Q4_0: true, Q6_K: true, I32: true}
+
+// Valid reports whether t is one of the types the backends implement (F32,
+// F16, BF16, Q8_0, Q4_0, Q6_K, I32), a subset of the Known ones. The
+// backends gate tensors on it, so a type dtype knows but a backend has no
+// kernels for is refused there with an error naming it rather than reaching
+// a matmul that does not handle it.
+func (t Type) Valid() bool { return backendTypes[t] }
+
+// KnownTypes lists the known types in id order.
+func KnownTypes() []Type {
+	var ts []Type
+	for i := range ggmlNames {
+		if Type(i).Known() {
+			ts = append(ts, Type(i))
+		}
+	}
+	return ts
+}
+
+// KnownNames is the known types' names, comma-separated, for messages.
+func KnownNames() string {
+	var s []string
+	for _, t := range KnownTypes() {
+		s = append(s, t.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// Parse returns the known type named s (as printed by String, case-sensitive).
 func Parse(s string) (Type, error) {
-	for t, n := range names {
-		if n == s {
+	for _, t := range KnownTypes() {
+		if t.String() == s {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("dtype: unknown type %q", s)
+	return 0, fmt.Errorf("dtype: unknown type %q (known: %s)", s, KnownNames())
 }
 
 // Quantized reports whether t is a block format.
-func (t Type) Quantized() bool { return t == Q4_0 || t == Q8_0 || t == Q6_K }
+func (t Type) Quantized() bool { return t.Known() && t.BlockSize() > 1 }
 
 // BlockSize is the number of elements in one block (1 for plain types).
 func (t Type) BlockSize() int {
-	switch t {
-	case Q4_0:
-		return QK4_0
-	case Q8_0:
-		return QK8_0
-	case Q6_K, Q8_K:
+	if t == Q8_K {
 		return QK_K
+	}
+	if g, ok := geometry[t]; ok {
+		return g[0]
 	}
 	return 1
 }
 
-// BlockBytes is the size in bytes of one block.
-func (t Type) BlockBytes() int {
-	switch t {
-	case F32, I32:
-		return 4
-	case F16, BF16:
-		return 2
-	case Q4_0:
-		return BlockBytesQ4_0
-	case Q8_0:
-		return BlockBytesQ8_0
-	case Q6_K:
-		return BlockBytesQ6_K
-	}
-	return 0
-}
+// BlockBytes is the size in bytes of one block (0 for an unknown type).
+func (t Type) BlockBytes() int { return geometry[t][1] }
 
 // RowBytes is the size of a row of n elements, or an error when n is not a
 // whole number of blocks (or t is unknown). Overflow is reported, not wrapped.
 func (t Type) RowBytes(n int) (int, error) {
-	if !t.Valid() {
+	if !t.Known() {
 		return 0, fmt.Errorf("dtype: unsupported type %v", t)
 	}
 	bs := t.BlockSize()
@@ -186,6 +247,12 @@ func DequantizeRow(t Type, dst []float32, src []byte) {
 	case Q6_K:
 		for b := 0; b < n/QK_K; b++ {
 			dequantizeQ6K(dst[b*QK_K:(b+1)*QK_K], src[b*BlockBytesQ6_K:(b+1)*BlockBytesQ6_K])
+		}
+	case Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, IQ4_NL, IQ4_XS:
+		bs, bb := t.BlockSize(), t.BlockBytes()
+		dq := dequantizers[t]
+		for b := 0; b < n/bs; b++ {
+			dq(dst[b*bs:(b+1)*bs], src[b*bb:(b+1)*bb])
 		}
 	default:
 		panic(fmt.Sprintf("dtype: DequantizeRow: unsupported type %v", t))

@@ -8,8 +8,9 @@ import (
 
 // QuantizeRow stores the row src as t in dst, which must hold exactly
 // t.RowBytes(len(src)) bytes. The block formats follow ggml's reference
-// quantizers (quantize_row_{q8_0,q4_0,q6_K}_ref in ggml-quants.c), which are
-// what llama-quantize runs when no importance matrix is given, so a file
+// quantizers (quantize_row_{q8_0,q4_0,q6_K}_ref in ggml-quants.c, and the
+// others in quantize_more.go), which are what llama-quantize runs when no
+// importance matrix is given, so a file
 // written here has the bytes llama.cpp would have written. Every float32
 // operation is rounded to float32 explicitly, as the C code does, so that the
 // compiler cannot fuse multiply-adds and change a rounding.
@@ -49,6 +50,12 @@ func QuantizeRow(t Type, dst []byte, src []float32) {
 	case Q6_K:
 		for b := 0; b < len(src)/QK_K; b++ {
 			quantizeQ6K(dst[b*BlockBytesQ6_K:(b+1)*BlockBytesQ6_K], src[b*QK_K:(b+1)*QK_K])
+		}
+	case Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, IQ4_NL, IQ4_XS:
+		bs, bb := t.BlockSize(), t.BlockBytes()
+		q := blockQuantizers[t]
+		for b := 0; b < len(src)/bs; b++ {
+			q(dst[b*bb:(b+1)*bb], src[b*bs:(b+1)*bs])
 		}
 	default:
 		panic(fmt.Sprintf("dtype: QuantizeRow: unsupported type %v", t))

@@ -10,6 +10,7 @@ import (
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/internal/progress"
 	"github.com/glint-llm/glint/model/gguf"
+	"github.com/glint-llm/glint/model/quant"
 	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -73,7 +74,7 @@ func synthCommand() *cli.Command {
 		UsageText: "generate synth --shape llama3.2-1b --type Q4_0 [--vocab ggml-vocab-llama3-bpe.gguf] -o model.gguf",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "shape", Value: "tiny", Usage: "shape name: " + strings.Join(synth.ShapeNames(), ", ")},
-			&cli.StringFlag{Name: "type", Value: "F32", Usage: "F32, F16, BF16, Q8_0, Q4_0 (Q6_K tied embedding, llama.cpp's mix) or Q4_0-pure"},
+			&cli.StringFlag{Name: "type", Value: "F32", Usage: strings.Join(quant.FileTypeNames(), ", ") + " (llama-quantize's mixes) or Q4_0-pure"},
 			&cli.StringFlag{Name: "vocab", Usage: "copy the tokenizer from this vocab GGUF (default: a small built-in byte-level BPE)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1},
 			&cli.Float64Flag{Name: "std", Value: 0.02, Usage: "standard deviation of the weights"},

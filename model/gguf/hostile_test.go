@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/glint-llm/glint/dtype"
 )
 
 // hostileCases are malformed files, each with the error it must produce.
@@ -62,8 +64,9 @@ func hostileCases() []struct {
 		{"alignment string", align(func(e *enc) { e.u32(8).str("32") }), `key "general.alignment": STRING 32 is not an unsigned integer`},
 		{"alignment 2^31", align(func(e *enc) { e.u32(4).u32(1 << 31) }), "2147483648 is too large"},
 		{"5 dims", oneTensor([]uint64{1, 1, 1, 1, 1}, 0, 0), `tensor "t": 5 dimensions, at most 4 are supported`},
-		{"unsupported type", oneTensor([]uint64{32}, 3, 0), `tensor "t": unsupported tensor type ggml_type(3)`},
-		{"type past the table", oneTensor([]uint64{32}, 1<<31, 0), `tensor "t": unsupported tensor type ggml_type(2147483648)`},
+		{"unsupported type", oneTensor([]uint64{32}, 16, 0), `tensor "t": type IQ2_XXS (16) is not supported (supported: F32, F16, Q4_0, Q4_1,`},
+		{"retired type", oneTensor([]uint64{32}, 4, 0), `tensor "t": type Q4_2 (4) is not supported`},
+		{"type past the table", oneTensor([]uint64{32}, 1<<31, 0), `tensor "t": type 2147483648, which ggml does not define, is not supported`},
 		{"partial block", oneTensor([]uint64{33}, 2, 0), `tensor "t": dims [33]: dtype: Q4_0 row of 33 elements is not a multiple of the block size 32`},
 		{"size overflow", oneTensor([]uint64{1 << 40, 1 << 40}, 0, 0), `tensor "t": dims [1099511627776 1099511627776]: dtype: F32 tensor [1099511627776 1099511627776] overflows`},
 		{"dim past int", oneTensor([]uint64{1, 1 << 63}, 0, 0), `tensor "t": dimension 1 is 9223372036854775808`},
@@ -162,5 +165,33 @@ func TestEdgesAccepted(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestUnsupportedTypesNamed: every ggml type id glint cannot read is
+// refused with ggml's name for it and its id (never a bare number), and
+// every id it can read parses.
+func TestUnsupportedTypesNamed(t *testing.T) {
+	for id := uint32(0); id < 40; id++ {
+		typ := dtype.Type(id)
+		e := header(3, 1, 0).tensorInfo("blk.0.ffn_down.weight", []uint64{uint64(typ.BlockSize())}, id, 0)
+		data := e.pad(32).raw(make([]byte, 32+typ.BlockBytes())...).b
+		_, err := Parse(data)
+		if typ.Known() {
+			if err != nil {
+				t.Errorf("%v (%d): %v", typ, id, err)
+			}
+			continue
+		}
+		want := fmt.Sprintf(`tensor "blk.0.ffn_down.weight": type %v (%d) is not supported (supported: %s)`, typ, id, dtype.KnownNames())
+		if id == 39 {
+			want = `type 39, which ggml does not define, is not supported`
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("id %d: err = %v\nwant it to contain %q", id, err, want)
+		}
+		if strings.Contains(fmt.Sprint(err), "ggml_type(") {
+			t.Errorf("id %d: %v shows a bare number", id, err)
+		}
 	}
 }

@@ -582,8 +582,8 @@ func (r *reader) tensorInfo() (TensorInfo, error) {
 	if ti.Offset, err = r.u64(); err != nil {
 		return ti, fmt.Errorf("offset: %w", err)
 	}
-	if !ti.Type.Valid() {
-		return ti, fmt.Errorf("unsupported tensor type %v", ti.Type)
+	if !ti.Type.Known() {
+		return ti, UnsupportedTypeError(ti.Type)
 	}
 	size, err := ti.Type.Bytes(ti.Shape()...)
 	if err != nil {
@@ -614,4 +614,15 @@ func (f *File) ReleasePages(name string) {
 	if data, _, err := f.TensorData(name); err == nil {
 		pages.Release(f.data, data)
 	}
+}
+
+// UnsupportedTypeError is the error for a tensor type dtype has no layout
+// for: it names the type as ggml does, with its id, and lists the types
+// that are supported.
+func UnsupportedTypeError(t dtype.Type) error {
+	name := fmt.Sprintf("%v (%d)", t, uint32(t))
+	if t.String() == fmt.Sprintf("ggml_type(%d)", uint32(t)) {
+		name = fmt.Sprintf("%d, which ggml does not define,", uint32(t))
+	}
+	return fmt.Errorf("type %s is not supported (supported: %s)", name, dtype.KnownNames())
 }

@@ -159,7 +159,7 @@ func TestWriterErrors(t *testing.T) {
 		{"alignment zero", w.Add("general.alignment", uint32(0)), "want a UINT32 power of two"},
 		{"alignment wrong type", w.Add("general.alignment", uint64(64)), "UINT64 64, want a UINT32"},
 		{"duplicate tensor", w.AddTensor("t", dtype.F32, []int{1}, make([]byte, 4)), `tensor "t": duplicate name`},
-		{"unsupported type", w.AddTensor("q41", 3, []int{32}, make([]byte, 20)), "unsupported tensor type ggml_type(3)"},
+		{"unsupported type", w.AddTensor("iq2", 16, []int{256}, make([]byte, 66)), `tensor "iq2": type IQ2_XXS (16) is not supported`},
 		{"5 dims", w.AddTensor("t5", dtype.F32, []int{1, 1, 1, 1, 1}, make([]byte, 4)), "more than 4 dimensions"},
 		{"negative dim", w.AddTensor("neg", dtype.F32, []int{-1, 4}, nil), "negative dimension"},
 		{"partial block", w.AddTensor("q", dtype.Q4_0, []int{2, 33}, nil), "not a multiple of the block size"},

@@ -94,8 +94,8 @@ func (w *Writer) tensorInfo(name string, dt dtype.Type, shape []int) (TensorInfo
 	if w.names[name] {
 		return TensorInfo{}, fmt.Errorf("gguf: writer: tensor %q: duplicate name", name)
 	}
-	if !dt.Valid() {
-		return TensorInfo{}, fmt.Errorf("gguf: writer: tensor %q: unsupported tensor type %v", name, dt)
+	if !dt.Known() {
+		return TensorInfo{}, fmt.Errorf("gguf: writer: tensor %q: %w", name, UnsupportedTypeError(dt))
 	}
 	if len(shape) > maxDims {
 		return TensorInfo{}, fmt.Errorf("gguf: writer: tensor %q: shape %v has more than %d dimensions", name, shape, maxDims)

@@ -37,6 +37,14 @@ var Shapes = map[string]Shape{
 		Vocab: 128256, Context: 131072, RopeTheta: 500000, Llama3Rope: true, Tied: true},
 	"small": {Name: "small", NLayer: 2, NEmbd: 256, NHead: 4, NHeadKV: 2, HeadDim: 64, NFF: 512,
 		Vocab: 2048, Context: 2048, RopeTheta: 500000, Llama3Rope: true, Tied: true},
+	// "mix" and "fallback" exist to exercise llama-quantize's rules: 17
+	// layers reach every layer-dependent case (n/16, n/8, use_more_bits),
+	// one KV head for four (GQA 4) and an untied output; 320-wide and
+	// 480-wide rows are not whole 256-blocks, so K-quant targets fall back.
+	"mix": {Name: "mix", NLayer: 17, NEmbd: 256, NHead: 4, NHeadKV: 1, HeadDim: 64, NFF: 256,
+		Vocab: 512, Context: 512, RopeTheta: 10000},
+	"fallback": {Name: "fallback", NLayer: 2, NEmbd: 320, NHead: 5, NHeadKV: 5, HeadDim: 64, NFF: 480,
+		Vocab: 512, Context: 512, RopeTheta: 10000, Tied: true},
 	"tiny": {Name: "tiny", NLayer: 2, NEmbd: 64, NHead: 4, NHeadKV: 2, HeadDim: 16, NFF: 128,
 		Vocab: 512, Context: 2048, RopeTheta: 500000, Llama3Rope: true, Tied: true},
 }

@@ -24,16 +24,19 @@ import (
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/model"
 	"github.com/glint-llm/glint/model/gguf"
+	"github.com/glint-llm/glint/model/quant"
 	"github.com/glint-llm/glint/model/safetensors"
 )
 
 // Options select what to write.
 type Options struct {
 	Shape string // a key of Shapes
-	// Type is the storage: "F32", "F16", "BF16", "Q8_0", "Q4_0" (llama.cpp's
-	// default Q4_0 mix: the output matrix — the token embedding when tied —
-	// is Q6_K when its rows are whole 256-blocks, else Q8_0) or "Q4_0-pure"
-	// (Q4_0 everywhere). 1-D tensors are always F32. Default "F32".
+	// Type is a llama-quantize target (quant.FileTypeNames: "F32", "F16",
+	// "BF16", "Q8_0", "Q4_0", "Q4_K_M", "IQ4_XS", …), each tensor typed by
+	// llama.cpp's mix rules (for Q4_0: the output matrix — the token
+	// embedding when tied — is Q6_K when its rows are whole 256-blocks,
+	// else Q8_0), or "Q4_0-pure" (Q4_0 everywhere). 1-D tensors are always
+	// F32. Default "F32".
 	Type string
 	Seed uint64
 	Std  float32 // weight standard deviation, default 0.02
@@ -51,14 +54,12 @@ type plan struct {
 	shape Shape
 	cfg   model.Config
 	std   float32
-	// weight, embed and output are the storage types of layer matrices, of
-	// token_embd and of the output matrix (token_embd when tied).
-	weight, embed, output dtype.Type
-	fileType              uint32
+	// weight is the target's default type (that of most layer matrices);
+	// types is every tensor's storage type, by name.
+	weight   dtype.Type
+	types    map[string]dtype.Type
+	fileType uint32
 }
-
-// llama.cpp's general.file_type values (enum llama_ftype).
-var fileTypes = map[string]uint32{"F32": 0, "F16": 1, "Q4_0": 2, "Q4_0-pure": 2, "Q8_0": 7, "BF16": 32}
 
 func newPlan(o Options, vocabSize int) (*plan, error) {
 	s, err := LookupShape(o.Shape)
@@ -75,49 +76,55 @@ func newPlan(o Options, vocabSize int) (*plan, error) {
 	if !(p.std > 0) || math.IsInf(float64(p.std), 0) {
 		return nil, fmt.Errorf("synth: standard deviation %g must be positive", p.std)
 	}
-	ft, ok := fileTypes[o.Type]
-	if !ok {
-		return nil, fmt.Errorf("synth: unknown type %q (want F32, F16, BF16, Q8_0, Q4_0 or Q4_0-pure)", o.Type)
+	name := o.Type
+	if name == "Q4_0-pure" {
+		name = "Q4_0"
 	}
-	p.fileType = ft
+	ft, err := quant.LookupFileType(name)
+	if err != nil {
+		return nil, fmt.Errorf("synth: unknown type %q (want %s or Q4_0-pure)", o.Type, strings.Join(quant.FileTypeNames(), ", "))
+	}
+	p.fileType, p.weight = ft.ID, ft.Default
 	p.cfg = s.Config()
 	if vocabSize > 0 {
 		p.cfg.Vocab = vocabSize
 	}
-	switch o.Type {
-	case "Q4_0-pure":
-		p.weight, p.embed, p.output = dtype.Q4_0, dtype.Q4_0, dtype.Q4_0
-	case "Q4_0":
-		p.weight, p.embed, p.output = dtype.Q4_0, dtype.Q4_0, dtype.Q6_K
-		if p.cfg.NEmbd%dtype.QK_K != 0 {
-			p.output = dtype.Q8_0 // llama-quantize's fallback
+	if err := p.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// The weights are generated as float32, so the types are those
+	// llama-quantize would give an F32 file of this shape.
+	var ts []quant.Tensor
+	for _, t := range p.cfg.TensorShapes() {
+		dims := make([]int, len(t.Shape))
+		for i, d := range t.Shape {
+			dims[len(dims)-1-i] = d
 		}
-	default:
-		t, _ := dtype.Parse(o.Type)
-		p.weight, p.embed, p.output = t, t, t
+		ts = append(ts, quant.Tensor{Name: t.Name, Dims: dims, Type: dtype.F32})
 	}
-	if p.cfg.TiedEmbeddings {
-		p.embed = p.output
+	quant.Order(ts)
+	m := quant.Model{Arch: p.cfg.Arch, NLayer: p.cfg.NLayer, NHead: p.cfg.NHead, NHeadKV: p.cfg.NHeadKV}
+	if p.types, err = quant.Types(ft, m, ts); err != nil {
+		return nil, fmt.Errorf("synth: shape %q cannot be stored as %s: %w", s.Name, o.Type, err)
 	}
-	for _, t := range []dtype.Type{p.weight, p.embed, p.output} {
-		for _, n := range []int{p.cfg.NEmbd, p.cfg.NFF, p.cfg.NHead * p.cfg.HeadDim} {
-			if _, err := t.RowBytes(n); err != nil {
-				return nil, fmt.Errorf("synth: shape %q cannot be stored as %s: %w", s.Name, o.Type, err)
-			}
+	for _, t := range p.cfg.TensorShapes() {
+		if o.Type == "Q4_0-pure" && len(t.Shape) == 2 {
+			p.types[t.Name] = dtype.Q4_0
+		}
+		if _, err := p.types[t.Name].Bytes(t.Shape...); err != nil {
+			return nil, fmt.Errorf("synth: shape %q cannot be stored as %s: tensor %q: %w", s.Name, o.Type, t.Name, err)
 		}
 	}
-	return p, p.cfg.Validate()
+	return p, nil
 }
 
 // typeOf is the storage type of a GGUF tensor.
 func (p *plan) typeOf(name string, shape []int) dtype.Type {
-	switch {
-	case len(shape) == 1:
+	if t, ok := p.types[name]; ok {
+		return t
+	}
+	if len(shape) == 1 {
 		return dtype.F32
-	case name == "token_embd.weight":
-		return p.embed
-	case name == "output.weight":
-		return p.output
 	}
 	return p.weight
 }

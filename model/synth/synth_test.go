@@ -300,8 +300,8 @@ func TestOptionErrors(t *testing.T) {
 	}{
 		{"unknown shape", func() error { return synth.WriteGGUF(filepath.Join(dir, "a"), synth.Options{Shape: "huge"}) }, `unknown shape "huge"`},
 		{"unknown type", func() error {
-			return synth.WriteGGUF(filepath.Join(dir, "b"), synth.Options{Shape: "tiny", Type: "Q5_K"})
-		}, `unknown type "Q5_K"`},
+			return synth.WriteGGUF(filepath.Join(dir, "b"), synth.Options{Shape: "tiny", Type: "IQ2_XXS"})
+		}, `unknown type "IQ2_XXS"`},
 		{"negative std", func() error {
 			return synth.WriteGGUF(filepath.Join(dir, "c"), synth.Options{Shape: "tiny", Std: -1})
 		}, "must be positive"},
