@@ -16,7 +16,9 @@ import (
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/kvcache"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model"
 	"github.com/glint-llm/glint/model/load"
@@ -34,12 +36,17 @@ type Options struct {
 	Device  string // OpenCL device: index or name substring ("": first GPU, else first device)
 	Context int    // KV-cache length (0 or more than trained: the model's trained context)
 	OrtLib  string // libonnxruntime path ("": $ONNXRUNTIME_LIB, then third_party/onnxruntime)
+	// CacheTypeK and CacheTypeV are the KV-cache types, "f16" (the default,
+	// as in llama.cpp) or "f32".
+	CacheTypeK, CacheTypeV string
 	// Progress, when set, is told the weight bytes loaded so far.
 	Progress func(done, total int64)
 	// Wrap, when set, is applied to the glint backend right after it is made
 	// and before the weights load onto it (backend.Profiled, for reports);
 	// Model.Backend is what it returns. Unused for onnx.
 	Wrap func(backend.Backend) backend.Backend
+
+	cacheK, cacheV dtype.Type // parsed CacheTypeK, CacheTypeV
 }
 
 // Model is a loaded model with its tokenizer.
@@ -55,7 +62,10 @@ type Model struct {
 	// Quantized: some weights are block-quantised, so matmuls round their
 	// activations to 8 bits (see dtype.ActivationType).
 	Quantized bool
-	LoadTime  time.Duration
+	// HalfWeights: some weights are F16 or BF16, so matmuls round their
+	// activations to that type (as llama.cpp does).
+	HalfWeights bool
+	LoadTime    time.Duration
 	// Info is one line: backend, device, file and shape.
 	Info    string
 	eos     []int32 // extra end-of-generation ids (ONNX configs)
@@ -112,6 +122,7 @@ func Open(path string, o Options) (*Model, error) {
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromGGUF(f.GGUF)
 		for _, ti := range f.GGUF.Tensors {
 			m.Quantized = m.Quantized || ti.Type.Quantized()
+			m.HalfWeights = m.HalfWeights || ti.Type == dtype.F16 || ti.Type == dtype.BF16
 		}
 	} else {
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(f.Dir)
@@ -129,11 +140,22 @@ func Open(path string, o Options) (*Model, error) {
 	}
 	m.Backend = b
 	m.closers = append(m.closers, b.Close)
+	kt, err := kvcache.ParseType(o.CacheTypeK)
+	if err == nil {
+		var vt dtype.Type
+		if vt, err = kvcache.ParseType(o.CacheTypeV); err == nil {
+			o.cacheK, o.cacheV = kt, vt
+		}
+	}
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
 	ctx := o.Context
 	if ctx <= 0 || ctx > f.Config.Context {
 		ctx = f.Config.Context
 	}
-	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress})
+	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress, CacheK: o.cacheK, CacheV: o.cacheV})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -143,8 +165,8 @@ func Open(path string, o Options) (*Model, error) {
 	m.Config = lm.Config()
 	m.LoadTime = time.Since(start)
 	c := m.Config
-	m.Info = fmt.Sprintf("%s (%s): %s: %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d",
-		b.Name(), b.Device(), filepath.Base(path), c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx)
+	m.Info = fmt.Sprintf("%s (%s): %s: %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d, kv cache %v/%v",
+		b.Name(), b.Device(), filepath.Base(path), c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, o.cacheK, o.cacheV)
 	return m, nil
 }
 

@@ -65,7 +65,8 @@ type Backend interface {
 	Free(t Tensor)
 
 	// WriteF32/ReadF32 copy count elements between host memory and an F32
-	// tensor starting at element off; WriteI32/ReadI32 likewise for I32.
+	// tensor starting at element off (ReadF32 also widens an F16 tensor,
+	// such as the KV cache, exactly); WriteI32/ReadI32 likewise for I32.
 	WriteF32(t Tensor, off int, src []float32) error
 	ReadF32(t Tensor, off int, dst []float32) error
 	WriteI32(t Tensor, off int, src []int32) error
@@ -92,12 +93,18 @@ type Backend interface {
 	// Copy copies the first n rows of src to dst.
 	Copy(dst, src Tensor, n int)
 	// CopySlice copies count elements from src at element srcOff to dst at
-	// element dstOff (the KV-cache append).
+	// element dstOff (the KV-cache append). src and dst have one type, or src
+	// is F32 and dst F16 (an f16 KV cache): each value then rounds to the
+	// nearest f16, ties to even, as ggml's F32→F16 copy does.
 	CopySlice(dst Tensor, dstOff int, src Tensor, srcOff, count int)
 	// AttentionGen is decode attention: one query row q ([heads·headDim])
 	// over the first kvLen positions of the caches k and v
-	// ([maxSeq, kvHeads, headDim]), written to out ([heads·headDim]). Query
-	// head h reads KV head h/(heads/kvHeads) (grouped-query attention).
+	// ([maxSeq, kvHeads, headDim], each F32 or F16), written to out
+	// ([heads·headDim]). Query head h reads KV head h/(heads/kvHeads)
+	// (grouped-query attention). The arithmetic is llama.cpp's: over an F16
+	// K the query is rounded to f16 before the dot products; scores are
+	// scaled, softmaxed in float32 and normalised before they weight V; over
+	// an F16 V each probability is rounded to f16 first.
 	AttentionGen(out, q, k, v Tensor, kvLen, heads, kvHeads, headDim int, scale float32)
 	// Attention is causal prefill attention: query row i (position pos0+i)
 	// attends to cache positions 0 … pos0+i.

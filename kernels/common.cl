@@ -58,3 +58,81 @@ inline void report(volatile global int* status, int code, int detail) {
 	if (atomic_cmpxchg(&status[0], 0, code) == 0)
 		status[1] = detail;
 }
+
+// Rounding to llama.cpp's activation and KV-cache types, as float: a matmul
+// with F16 (BF16) weights sees its activations rounded to F16 (BF16), and
+// attention over an f16 cache rounds the query and the probabilities (ggml's
+// vec_dot_type). Products of two such values are exact in float, so
+// rounding the float operand is the whole difference.
+
+// f16_round is v rounded to half precision, nearest with ties to even
+// (ggml's GGML_FP32_TO_FP16 with F16C): no half arithmetic is needed (no
+// cl_khr_fp16), only vstore_half_rte's conversion, which also gets
+// subnormals, overflow to infinity and NaN right.
+inline float f16_round(float v) {
+	ushort h;
+	vstore_half_rte(v, 0, (private half*)&h);
+	return vload_half(0, (private const half*)&h);
+}
+
+// f16_round16 is f16_round for 16 values, in integer vector operations:
+// a matrix-vector kernel rounds every activation it reads, and the round
+// trip through vstore_half16_rte is scalar code on some devices (PoCL), 2×
+// slower there. The normal range keeps 10 mantissa bits, nearest even (a
+// carry into the exponent is right, and from 65520 on it reaches 2^16,
+// which becomes infinity); below 2^-14 the halves are multiples of 2^-24,
+// which rint finds exactly; a NaN stays a quiet NaN.
+inline float16 f16_round16(float16 v) {
+	uint16 u = as_uint16(v);
+	uint16 a = u & (uint16)0x7fffffffu;
+	uint16 r = (a + (uint16)0xfffu + ((a >> (uint16)13) & (uint16)1u)) & (uint16)0xffffe000u;
+	r = select(r, (uint16)0x7f800000u, r >= (uint16)0x47800000u);
+	uint16 sub = as_uint16(rint(as_float16(a) * 0x1p24f) * 0x1p-24f);
+	r = select(r, sub, a < (uint16)0x38800000u);
+	r = select(r, a | (uint16)0x00400000u, a > (uint16)0x7f800000u);
+	return as_float16(r | (u & (uint16)0x80000000u));
+}
+
+// bf16_round is v rounded to bfloat16 as ggml's GGML_FP32_TO_BF16 does:
+// nearest, ties to even, in the bits (no flush of subnormals), and a NaN
+// stays a NaN, made quiet.
+inline float bf16_round(float v) {
+	uint u = as_uint(v);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return as_float((u & 0xffff0000u) | 0x00400000u);
+	return as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+inline float16 bf16_round16(float16 v) {
+	uint16 u = as_uint16(v);
+	uint16 r = (u + (uint16)0x7fffu + ((u >> (uint16)16) & (uint16)1u)) & (uint16)0xffff0000u;
+	uint16 nan = (u & (uint16)0xffff0000u) | (uint16)0x00400000u;
+	return as_float16(select(r, nan, (u & (uint16)0x7fffffffu) > (uint16)0x7f800000u));
+}
+
+// expf_ggml is e^x as llama.cpp's vectorised ggml_v_expf computes it (ARM's
+// optimized-routines algorithm: 2^n by exponent arithmetic, a degree-5
+// polynomial on the remainder, every a·b+c a fused multiply-add), operation
+// for operation as the CPU backend's expf: OpenCL's fma is correctly
+// rounded, so SiLU and the softmax get the CPU's and llama.cpp's bits.
+inline float expf_ggml(float x) {
+	const float r = 0x1.8p23f, l2e = 0x1.715476p+0f, ln1 = 0x1.62e4p-1f, ln2 = 0x1.7f7d1cp-20f;
+	const float c0 = 0x1.0e4020p-7f, c1 = 0x1.573e2ep-5f, c2 = 0x1.555e66p-3f, c3 = 0x1.fffdb6p-2f,
+			c4 = 0x1.ffffecp-1f;
+	float z = fma(x, l2e, r);
+	float n = z - r;
+	float b = fma(-n, ln2, fma(-n, ln1, x));
+	uint e = as_uint(z) << 23;
+	float k = as_float(e + as_uint(1.0f));
+	float u = b * b;
+	float j = fma(fma(fma(c0, b, c1), u, fma(c2, b, c3)), u, c4 * b);
+	float an = fabs(n);
+	if (!(an > 126.0f))
+		return fma(j, k, k);
+	uint g = n <= 0.0f ? 0x82000000u : 0u;
+	float s1 = as_float(g + 0x7f000000u);
+	float s2 = as_float(e - g);
+	if (an > 192.0f)
+		return s1 * s1;
+	return fma(s2, j, s2) * s1;
+}

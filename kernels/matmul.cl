@@ -65,13 +65,19 @@ inline float mm_hsum(float4 a) {
 		int units = K / MVU_##T;                                               \
 		for (int u = lane; u < units; u += S)                                  \
 			acc += dot_##T(row, u, x);                                         \
-		float s = hsum16(acc);                                                 \
-		if (TAIL_##T)                                                          \
+		if (TAIL_##T && units * MVU_##T < K) {                                 \
+			/* The tail joins the lanes (element k lane k mod 16), the */     \
+			/* CPU backend's decode order: with S = 1 the sums agree to */    \
+			/* the bit. */                                                     \
+			float tl[16] = {0.0f};                                             \
 			for (int k = units * MVU_##T + lane; k < K; k += S)                \
-				s += elem_##T(row, k) * x[k];                                  \
-		s = seg_sum(red, lid, lane, S, s); \
-		if (lane == 0 && o < M) \
-			dst[o] = s; \
+				tl[k - units * MVU_##T] = elem_##T(row, k) * MVR_##T(x[k]);    \
+			acc += vload16(0, tl);                                             \
+		}                                                                      \
+		float s = hsum16(acc);                                                 \
+		s = seg_sum(red, lid, lane, S, s);                                     \
+		if (lane == 0 && o < M)                                                \
+			dst[o] = s;                                                        \
 	}                                                                          \
 	kernel void mm_##T(global const uchar* w, ulong rowBytes,                  \
 			global const float* x, global float* dst, int K, int M, int n,     \
@@ -175,8 +181,10 @@ inline float mm_hsum(float4 a) {
 // per work-item. Launch: global (ceil(K/16), n). An id outside [0, vocab)
 // writes zeros and reports STATUS_BAD_ID with the id.
 
-// Plain weight types multiply F32 activations directly; the block formats'
-// matmuls are the integer kernels of quant.cl.
+// Plain weight types multiply float activations (for F16 and BF16 rounded to
+// that type: by round_act_T, or on a GPU by mv_T as it reads them, see
+// weights.cl); the block formats' matmuls are the integer kernels of
+// quant.cl.
 DEFINE_MATMUL_KERNELS(f32)
 DEFINE_MATMUL_KERNELS(f16)
 DEFINE_MATMUL_KERNELS(bf16)
@@ -187,3 +195,18 @@ DEFINE_EMBEDDING_KERNEL(bf16)
 DEFINE_EMBEDDING_KERNEL(q8_0)
 DEFINE_EMBEDDING_KERNEL(q4_0)
 DEFINE_EMBEDDING_KERNEL(q6_k)
+
+// round_act_T writes x rounded to the activation type of T weights (XR_T)
+// to dst, count elements, so that mm_T and mmc_T, which read each
+// activation once per output row, read it rounded once. Launch: global count
+// rounded up to the local size.
+#define DEFINE_ROUND_ACT_KERNEL(T)                                             \
+	kernel void round_act_##T(global const float* x, global float* dst,        \
+			int count) {                                                       \
+		int k = get_global_id(0);                                              \
+		if (k < count)                                                         \
+			dst[k] = XR_##T(x[k]);                                             \
+	}
+
+DEFINE_ROUND_ACT_KERNEL(f16)
+DEFINE_ROUND_ACT_KERNEL(bf16)

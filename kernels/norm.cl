@@ -2,7 +2,49 @@
 // Launch: global (L, n), local (L, 1); red holds L floats (argmax: L ints
 // more in redi).
 
-// rms_norm: dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
+// rms_norm: dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w, in
+// ggml's operations where the device has fp64 (cl_khr_fp64, optional):
+// float squares summed in double, the mean rounded to float, sqrt in double
+// rounded to float, its reciprocal (correctly rounded, div_rn), then
+// (x·scale)·w. A double sum of float squares is exact or within 2⁻⁵³ in any
+// order, so the row's scale is the CPU backend's (and llama.cpp's) to the
+// bit. Without fp64 the sum is float. red holds L doubles (8·L bytes).
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+
+inline double wg_sum_d(local double* red, double v) {
+	int lid = get_local_id(0);
+	red[lid] = v;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+		if (lid < s)
+			red[lid] += red[lid + s];
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	double r = red[0];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	return r;
+}
+
+kernel void rms_norm(global float* dst, global const float* x, global const float* w,
+		int cols, float eps, local double* red) {
+	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+	global const float* xr = x + (ulong)i * cols;
+	global float* dr = dst + (ulong)i * cols;
+	double s = 0.0;
+	for (int k = lid; k < cols; k += ls) {
+		float sq = xr[k] * xr[k];
+		s += sq;
+	}
+	s = wg_sum_d(red, s);
+	float mean = (float)(s / cols);
+	float scale = div_rn(1.0f, (float)sqrt((double)(mean + eps)));
+	for (int k = lid; k < cols; k += ls) {
+		float xs = xr[k] * scale;
+		dr[k] = xs * w[k];
+	}
+}
+#else
 kernel void rms_norm(global float* dst, global const float* x, global const float* w,
 		int cols, float eps, local float* red) {
 	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
@@ -16,6 +58,7 @@ kernel void rms_norm(global float* dst, global const float* x, global const floa
 	for (int k = lid; k < cols; k += ls)
 		dr[k] = xr[k] * scale * w[k];
 }
+#endif
 
 // softmax normalises each row in place, subtracting the row's maximum first
 // so that exp never overflows.

@@ -29,14 +29,6 @@ inline float div_rn(float a, float b) {
 #endif
 }
 
-// f16_round is v rounded to half precision (nearest, ties to even), as
-// float: no half arithmetic needed (no cl_khr_fp16), only the conversion.
-inline float f16_round(float v) {
-	ushort h;
-	vstore_half_rte(v, 0, (private half*)&h);
-	return vload_half(0, (private const half*)&h);
-}
-
 // quantize_q8_0: one work-item per 32-element block (ggml's x86
 // quantize_row_q8_0): d = f16(amax/127), q = rint(x·(127/amax)).
 // Launch: global (roundUp(K/32, L), n), local (L, 1).

@@ -8,68 +8,108 @@ import (
 	"github.com/glint-llm/glint/kvcache"
 )
 
-// Store appends rows at Len in [maxSeq, kvHeads, headDim] order; Advance
-// refuses to pass the end; Reset starts over without freeing.
+// Store appends rows at Len in [maxSeq, kvHeads, headDim] order, rounding
+// them to an F16 cache (nearest even) or keeping F32 as is; Advance refuses
+// to pass the end; Reset starts over without freeing.
 func TestAppendLayout(t *testing.T) {
+	for _, ct := range []dtype.Type{dtype.F32, dtype.F16} {
+		t.Run(ct.String(), func(t *testing.T) {
+			b := cpu.New(1)
+			defer b.Close()
+			const layers, maxSeq, kvh, hd = 2, 5, 2, 3
+			c, err := kvcache.New(b, layers, maxSeq, kvh, hd, ct, ct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Free(b)
+			if want := int64(layers * maxSeq * kvh * hd * 2 * ct.BlockBytes()); c.Bytes() != want {
+				t.Errorf("Bytes %d, want %d", c.Bytes(), want)
+			}
+			row := kvh * hd
+			k, _ := b.Alloc(dtype.F32, 3, row)
+			v, _ := b.Alloc(dtype.F32, 3, row)
+			// 100.3 + i is not an f16: the F16 cache must hold its rounding.
+			val := func(base float32, i int) float32 { return base + 0.3 + float32(i) }
+			fill := func(base float32, n int) {
+				x := make([]float32, n*row)
+				for i := range x {
+					x[i] = val(base, i)
+				}
+				b.WriteF32(k, 0, x)
+				for i := range x {
+					x[i] = -x[i]
+				}
+				b.WriteF32(v, 0, x)
+			}
+			// positions 0-1 from one batch, then 2-4 from another, in layer 1
+			fill(100, 2)
+			c.Store(b, 1, k, v, 2)
+			if err := c.Advance(2); err != nil {
+				t.Fatal(err)
+			}
+			fill(200, 3)
+			c.Store(b, 1, k, v, 3)
+			if err := c.Advance(3); err != nil {
+				t.Fatal(err)
+			}
+			if c.Len() != 5 {
+				t.Fatalf("Len %d, want 5", c.Len())
+			}
+			kc, vc := c.Layer(1)
+			if kc.DType() != ct || vc.DType() != ct {
+				t.Fatalf("cache types %v/%v, want %v", kc.DType(), vc.DType(), ct)
+			}
+			gotK, gotV := make([]float32, maxSeq*row), make([]float32, maxSeq*row)
+			if err := b.ReadF32(kc, 0, gotK); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ReadF32(vc, 0, gotV); err != nil {
+				t.Fatal(err)
+			}
+			for p := 0; p < maxSeq; p++ {
+				for j := 0; j < row; j++ {
+					want := val(100, p*row+j)
+					if p >= 2 {
+						want = val(200, (p-2)*row+j)
+					}
+					if ct == dtype.F16 {
+						want = dtype.F16ToF32(dtype.F32ToF16(want))
+					}
+					if gotK[p*row+j] != want || gotV[p*row+j] != -want {
+						t.Fatalf("position %d element %d: k %v v %v, want ±%v", p, j, gotK[p*row+j], gotV[p*row+j], want)
+					}
+				}
+			}
+			if err := c.Advance(1); err == nil {
+				t.Fatal("Advance past maxSeq accepted")
+			}
+			c.Reset()
+			if c.Len() != 0 {
+				t.Fatalf("Len after Reset %d", c.Len())
+			}
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// ParseType takes llama.cpp's names and refuses others with a clear error;
+// New refuses types it cannot hold.
+func TestTypes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want dtype.Type
+		ok   bool
+	}{{"", dtype.F16, true}, {"f16", dtype.F16, true}, {"F32", dtype.F32, true}, {"q8_0", 0, false}, {"bf16", 0, false}} {
+		got, err := kvcache.ParseType(c.in)
+		if (err == nil) != c.ok || c.ok && got != c.want {
+			t.Errorf("ParseType(%q) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
 	b := cpu.New(1)
 	defer b.Close()
-	const layers, maxSeq, kvh, hd = 2, 5, 2, 3
-	c, err := kvcache.New(b, layers, maxSeq, kvh, hd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free(b)
-	row := kvh * hd
-	k, _ := b.Alloc(dtype.F32, 3, row)
-	v, _ := b.Alloc(dtype.F32, 3, row)
-	fill := func(base float32, n int) {
-		x := make([]float32, n*row)
-		for i := range x {
-			x[i] = base + float32(i)
-		}
-		b.WriteF32(k, 0, x)
-		for i := range x {
-			x[i] = -x[i]
-		}
-		b.WriteF32(v, 0, x)
-	}
-	// positions 0-1 from one batch, then 2-4 from another, in layer 1
-	fill(100, 2)
-	c.Store(b, 1, k, v, 2)
-	if err := c.Advance(2); err != nil {
-		t.Fatal(err)
-	}
-	fill(200, 3)
-	c.Store(b, 1, k, v, 3)
-	if err := c.Advance(3); err != nil {
-		t.Fatal(err)
-	}
-	if c.Len() != 5 {
-		t.Fatalf("Len %d, want 5", c.Len())
-	}
-	kc, vc := c.Layer(1)
-	gotK, gotV := make([]float32, maxSeq*row), make([]float32, maxSeq*row)
-	b.ReadF32(kc, 0, gotK)
-	b.ReadF32(vc, 0, gotV)
-	for p := 0; p < maxSeq; p++ {
-		for j := 0; j < row; j++ {
-			want := float32(100 + p*row + j)
-			if p >= 2 {
-				want = float32(200 + (p-2)*row + j)
-			}
-			if gotK[p*row+j] != want || gotV[p*row+j] != -want {
-				t.Fatalf("position %d element %d: k %v v %v, want ±%v", p, j, gotK[p*row+j], gotV[p*row+j], want)
-			}
-		}
-	}
-	if err := c.Advance(1); err == nil {
-		t.Fatal("Advance past maxSeq accepted")
-	}
-	c.Reset()
-	if c.Len() != 0 {
-		t.Fatalf("Len after Reset %d", c.Len())
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatal(err)
+	if _, err := kvcache.New(b, 1, 4, 1, 8, dtype.Q8_0, dtype.F16); err == nil {
+		t.Error("New accepted a Q8_0 cache")
 	}
 }

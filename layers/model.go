@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/kvcache"
 	"github.com/glint-llm/glint/model"
@@ -38,6 +39,9 @@ type Options struct {
 	// Batch is the most prompt tokens run through a layer at once; longer
 	// prompts are fed in chunks (≤ 0: 512).
 	Batch int
+	// CacheK and CacheV are the KV-cache element types, F16 or F32 (the zero
+	// value); glint.Open defaults to F16, as llama.cpp does.
+	CacheK, CacheV dtype.Type
 	// Progress, when set, is told the weight bytes loaded so far.
 	Progress func(done, total int64)
 }
@@ -144,7 +148,7 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		m.free(b)
 		return nil, err
 	}
-	kv, err := kvcache.New(b, c.NLayer, o.Context, c.NHeadKV, c.HeadDim)
+	kv, err := kvcache.New(b, c.NLayer, o.Context, c.NHeadKV, c.HeadDim, o.CacheK, o.CacheV)
 	if err != nil {
 		ws.Free(b)
 		m.free(b)

@@ -17,17 +17,19 @@ import (
 // Job is one backend's measurement: what a Runner is given (as JSON when it
 // crosses into a child process).
 type Job struct {
-	Backend   string  `json:"backend"`
-	Model     string  `json:"model"`
-	Prompt    string  `json:"prompt,omitempty"`
-	PromptIDs []int32 `json:"prompt_ids,omitempty"`
-	N         int     `json:"n"`
-	Runs      int     `json:"runs"`
-	Threads   int     `json:"threads,omitempty"`
-	Device    string  `json:"device,omitempty"`
-	Context   int     `json:"context,omitempty"`
-	OrtLib    string  `json:"ort_lib,omitempty"`
-	Profile   bool    `json:"profile,omitempty"`
+	Backend    string  `json:"backend"`
+	Model      string  `json:"model"`
+	Prompt     string  `json:"prompt,omitempty"`
+	PromptIDs  []int32 `json:"prompt_ids,omitempty"`
+	N          int     `json:"n"`
+	Runs       int     `json:"runs"`
+	Threads    int     `json:"threads,omitempty"`
+	Device     string  `json:"device,omitempty"`
+	Context    int     `json:"context,omitempty"`
+	CacheTypeK string  `json:"cache_type_k,omitempty"`
+	CacheTypeV string  `json:"cache_type_v,omitempty"`
+	OrtLib     string  `json:"ort_lib,omitempty"`
+	Profile    bool    `json:"profile,omitempty"`
 }
 
 func (j Job) check() error {
@@ -79,6 +81,7 @@ func Measure(j Job) (res Backend) {
 	var prof *backend.ProfiledBackend
 	opts := glint.Options{
 		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Context: j.Context, OrtLib: j.OrtLib,
+		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV,
 		Wrap: func(b backend.Backend) backend.Backend {
 			made = true
 			if !j.Profile {
@@ -128,8 +131,9 @@ func Measure(j Job) (res Backend) {
 		m.Reset()
 		seen := false
 		return engine.Generate(m, prompt, engine.Options{
-			MaxTokens: j.N,
-			Stop:      neverStop,
+			MaxTokens:   j.N,
+			Stop:        neverStop,
+			NoFinalFeed: true, // N tokens are N-1 decode steps: the per-token counts divide by that
 			OnToken: func(int32) error {
 				if !seen && first != nil {
 					first()

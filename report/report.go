@@ -52,6 +52,8 @@ type Settings struct {
 	Threads    int     `json:"threads"`
 	Device     string  `json:"device,omitempty"`
 	Context    int     `json:"context"`
+	CacheTypeK string  `json:"cache_type_k"`
+	CacheTypeV string  `json:"cache_type_v"`
 	Sampling   string  `json:"sampling"`
 	IgnoreEOS  bool    `json:"ignore_eos"`
 	Profile    bool    `json:"profile"`

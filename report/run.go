@@ -37,7 +37,9 @@ type Options struct {
 	Threads int
 	Device  string // OpenCL device
 	Context int    // KV-cache length (0: the model's trained context)
-	OrtLib  string
+	// CacheTypeK and CacheTypeV are the KV-cache types ("": f16).
+	CacheTypeK, CacheTypeV string
+	OrtLib                 string
 	// Profile adds Runs more runs per backend with per-op timing
 	// (backend.Profiled), kept apart from the timed runs.
 	Profile bool
@@ -81,6 +83,11 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	for _, t := range []*string{&o.CacheTypeK, &o.CacheTypeV} {
+		if *t == "" {
+			*t = "f16"
+		}
+	}
 	if run == nil {
 		return nil, errNoRunner
 	}
@@ -90,7 +97,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		Machine:       machine(),
 		Settings: Settings{
 			Prompt: o.Prompt, PromptIDs: o.PromptIDs, NPredict: o.N, Runs: o.Runs, WarmupRuns: 1,
-			Threads: o.Threads, Device: o.Device, Context: o.Context,
+			Threads: o.Threads, Device: o.Device, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV,
 			Sampling: "greedy", IgnoreEOS: true, Profile: o.Profile,
 		},
 	}
@@ -126,7 +133,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		}
 		b = run(ctx, Job{
 			Backend: name, Model: path, Prompt: o.Prompt, PromptIDs: o.PromptIDs, N: o.N, Runs: o.Runs,
-			Threads: o.Threads, Device: o.Device, Context: o.Context, OrtLib: o.OrtLib, Profile: o.Profile,
+			Threads: o.Threads, Device: o.Device, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, OrtLib: o.OrtLib, Profile: o.Profile,
 		})
 		b.Backend, b.Model = name, info
 		if b.Status == StatusOK {

@@ -45,8 +45,10 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"Add", testAdd},
 		{"Copy", testCopy},
 		{"CopySlice", testCopySlice},
+		{"CopySliceF16", testCopySliceF16},
 		{"AttentionGen", testAttentionGen},
 		{"Attention", testAttention},
+		{"AttentionF16", testAttentionF16},
 		{"Softmax", testSoftmax},
 		{"Argmax", testArgmax},
 	}
@@ -748,6 +750,98 @@ func testArgmax(h *harness) {
 			}
 			if got[n] != 0 {
 				h.t.Errorf("cols %d n=%d: wrote index %d past n", cols, n, got[n])
+			}
+		}
+	}
+}
+
+// testCopySliceF16 is the append into an f16 KV cache: F32 rows round to
+// the nearest f16 (ties to even), checked exactly through ReadF32, which
+// widens an F16 tensor; values past f16's range become ±Inf as IEEE says.
+func testCopySliceF16(h *harness) {
+	const maxSeq, kvCols = 30, 12
+	cache := h.alloc(dtype.F16, maxSeq, 3, 4)
+	model := make([]float32, maxSeq*kvCols)
+	pos := 0
+	for _, n := range []int{3, 1, 17, 1} {
+		src := randF32(h.rng, (n+1)*kvCols, -70000, 70000)
+		for i := range src {
+			switch i % 4 {
+			case 1:
+				src[i] /= 1e6 // f16 subnormals and zero
+			case 2:
+				src[i] /= 3e3
+			}
+		}
+		st := h.f32(src, n+1, kvCols)
+		h.be.CopySlice(cache, pos*kvCols, st, 0, n*kvCols)
+		for i, v := range src[:n*kvCols] {
+			model[pos*kvCols+i] = dtype.F16ToF32(dtype.F32ToF16(v))
+		}
+		pos += n
+		exact(h.t, fmt.Sprintf("F16 append %d at %d", n, pos-n), h.read(cache), model)
+		h.be.Free(st)
+	}
+	h.be.Free(cache)
+}
+
+// halfCache puts c into a new cache of type dt (F32 or F16, through
+// CopySlice) and returns it with the values it holds.
+func (h *harness) halfCache(dt dtype.Type, c []float32, maxSeq, kvHeads, hd int) (backend.Tensor, []float32) {
+	if dt == dtype.F32 {
+		return h.f32(c, maxSeq, kvHeads, hd), c
+	}
+	st := h.f32(c, maxSeq, kvHeads, hd)
+	t := h.alloc(dtype.F16, maxSeq, kvHeads, hd)
+	h.be.CopySlice(t, 0, st, 0, len(c))
+	h.be.Free(st)
+	held := make([]float32, len(c))
+	dtype.RoundActivations(dtype.F16, held, c)
+	return t, held
+}
+
+// testAttentionF16 runs decode and prefill attention over F16 caches (K,
+// V, or both) against the float64 reference with llama.cpp's rounding
+// points. Tolerance: attnTol as for F32 caches, plus, over an F16 V, one
+// f16 rounding step of one probability (2⁻¹⁰·max_j p_j·|v_j|), since the
+// reference rounds its float64 probability and the backend its float32 one.
+func testAttentionF16(h *harness) {
+	type ac struct{ n, pos0, kvLen, heads, kvHeads, headDim int }
+	cases := []ac{{1, 0, 1, 4, 2, 8}, {1, 0, 33, 8, 1, 64}, {1, 0, 700, 4, 2, 64}, {3, 0, 0, 4, 2, 8}, {17, 5, 0, 8, 1, 64}}
+	for _, kv := range [][2]dtype.Type{{dtype.F16, dtype.F16}, {dtype.F16, dtype.F32}, {dtype.F32, dtype.F16}} {
+		for _, c := range cases {
+			name := fmt.Sprintf("K %v V %v %+v", kv[0], kv[1], c)
+			cols, kvCols := c.heads*c.headDim, c.kvHeads*c.headDim
+			valid := c.kvLen
+			if c.kvLen == 0 {
+				valid = c.pos0 + c.n
+			}
+			maxSeq := valid + 3
+			q := randF32(h.rng, c.n*cols, -3, 3)
+			kt, k := h.halfCache(kv[0], h.fillCache(maxSeq, valid, kvCols), maxSeq, c.kvHeads, c.headDim)
+			vt, v := h.halfCache(kv[1], h.fillCache(maxSeq, valid, kvCols), maxSeq, c.kvHeads, c.headDim)
+			qt := h.f32(q, c.n, cols)
+			out := h.f32(sentinel(c.n*cols), c.n, cols)
+			scale := float32(1 / math.Sqrt(float64(c.headDim)))
+			visible := func(i int) int { return c.pos0 + i + 1 }
+			if c.kvLen > 0 {
+				h.be.AttentionGen(out, qt, kt, vt, c.kvLen, c.heads, c.kvHeads, c.headDim, scale)
+				visible = func(int) int { return c.kvLen }
+			} else {
+				h.be.Attention(out, qt, kt, vt, c.n, c.pos0, c.heads, c.kvHeads, c.headDim, scale)
+			}
+			got := h.read(out)
+			want, mag, big := refAttentionRounded(q, k, v, c.n, c.heads, c.kvHeads, c.headDim, scale, visible,
+				kv[0] == dtype.F16, kv[1] == dtype.F16)
+			near(h.t, name, got, want, func(i int) float64 {
+				tol := attnTol * mag[i]
+				if kv[1] == dtype.F16 {
+					tol += 0x1p-10 * big[i]
+				}
+				return tol
+			})
+			for _, t := range []backend.Tensor{qt, kt, vt, out} {
+				h.be.Free(t)
 			}
 		}
 	}

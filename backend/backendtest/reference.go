@@ -192,8 +192,23 @@ func refSoftmax(x []float32, n, cols int) []float64 {
 // first visible(i) cache positions; caches are [maxSeq, kvHeads, headDim].
 // mag is Σ_j p_j·|v_j,d|, the scale of the weighted sum's rounding.
 func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale float32, visible func(i int) int) (want, mag []float64) {
+	want, mag, _ = refAttentionRounded(q, k, v, n, heads, kvHeads, headDim, scale, visible, false, false)
+	return want, mag
+}
+
+// refAttentionRounded is refAttention over caches whose K (halfK) or V
+// (halfV) is F16, with llama.cpp's rounding points: the query rounded to
+// f16 before its dot products with an F16 K, each probability rounded to
+// f16 before it weights an F16 V (k and v hold the f16 values already).
+// big is max_j p_j·|v_j,d|, the size of one probability rounding.
+func refAttentionRounded(q, k, v []float32, n, heads, kvHeads, headDim int, scale float32, visible func(i int) int, halfK, halfV bool) (want, mag, big []float64) {
 	cols, kvCols := heads*headDim, kvHeads*headDim
-	want, mag = make([]float64, n*cols), make([]float64, n*cols)
+	want, mag, big = make([]float64, n*cols), make([]float64, n*cols), make([]float64, n*cols)
+	qr := q
+	if halfK {
+		qr = make([]float32, len(q))
+		dtype.RoundActivations(dtype.F16, qr, q)
+	}
 	for i := range n {
 		L := visible(i)
 		for h := range heads {
@@ -203,7 +218,7 @@ func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale float
 			for j := range L {
 				var d float64
 				for c := range headDim {
-					d += float64(q[i*cols+h*headDim+c]) * float64(k[j*kvCols+kh*headDim+c])
+					d += float64(qr[i*cols+h*headDim+c]) * float64(k[j*kvCols+kh*headDim+c])
 				}
 				s[j] = d * float64(scale)
 				mx = math.Max(mx, s[j])
@@ -215,19 +230,24 @@ func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale float
 			}
 			for j := range s {
 				p := s[j] / sum
+				if halfV {
+					p = float64(dtype.F16ToF32(dtype.F32ToF16(float32(p))))
+				}
 				for c := range headDim {
 					vv := float64(v[j*kvCols+kh*headDim+c])
 					want[i*cols+h*headDim+c] += p * vv
 					mag[i*cols+h*headDim+c] += p * math.Abs(vv)
+					big[i*cols+h*headDim+c] = math.Max(big[i*cols+h*headDim+c], p*math.Abs(vv))
 				}
 			}
 		}
 	}
-	return want, mag
+	return want, mag, big
 }
 
 // roundActivations applies dtype.RoundActivations for weights of type dt to
-// n rows of length k, and returns per row the largest quantisation step.
+// n rows of length k, and returns per row the largest quantisation step
+// (0 for F16 and BF16, whose per-element rounding leaves no choice).
 func roundActivations(dt dtype.Type, x []float32, k int) (xr []float32, step []float64) {
 	n := len(x) / k
 	xr, step = make([]float32, len(x)), make([]float64, n)
@@ -236,7 +256,7 @@ func roundActivations(dt dtype.Type, x []float32, k int) (xr []float32, step []f
 		row := x[i*k : (i+1)*k]
 		dtype.RoundActivations(at, xr[i*k:(i+1)*k], row)
 		bs := at.BlockSize()
-		for b := 0; b+bs <= k && at != dtype.F32; b += bs {
+		for b := 0; b+bs <= k && (at == dtype.Q8_0 || at == dtype.Q8_K); b += bs {
 			var d float32
 			if at == dtype.Q8_0 {
 				d, _ = dtype.Q8_0Scale(row[b : b+bs])

@@ -15,13 +15,10 @@
 // a panel of 32 weight rows once (all blocks, in A layout) and runs every
 // token tile of 32 against it: 2×2 C tiles per block.
 //
-// Numerics: each (row, token) sums its blocks' scaled products one block
-// after another, as ggml's scalar code does, where the VNNI tiles keep eight
-// lanes of partial sums as ggml's AVX2 code does. The two round differently
-// in the last bits, so a near-tie can go the other way: on the random-weight
-// llama3-small-Q4_0 a 26-token prompt changes greedy ids from step 11 on,
-// while the llama.cpp greedy records and the stories and llama3-tiny models
-// give identical ids.
+// Numerics: each block's term, (dw·dx)·Σ qw·qx rounded to float32, is added
+// to its (row, token) sum in double and the sum rounded to float32 at the
+// end, as every other level does (quant.go says why the order of those
+// double sums does not matter), so AMX gives the portable path's bits.
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -103,15 +100,16 @@ static AMX void unpack_panel(int type, const uint8_t *w, size_t rowBytes, int o0
 }
 
 // post adds one C tile (16 rows × 16 tokens of int32 block sums) to the
-// float accumulators: acc[row][token] += C·(sw[row]·dx[token]).
-static inline AMX __attribute__((always_inline)) void post(const int32_t *cb, float (*acc)[PT], int roff, int toff,
+// double accumulators: acc[row][token] += float32(C·float32(sw[row]·dx[token])).
+static inline AMX __attribute__((always_inline)) void post(const int32_t *cb, double (*acc)[PT], int roff, int toff,
                                                            const float *dxv, const float *sw) {
 	__m512 dx = _mm512_loadu_ps(dxv);
 	for (int r = 0; r < 16; r++) {
 		__m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * r));
-		__m512 mult = _mm512_mul_ps(dx, _mm512_set1_ps(sw[roff + r]));
-		float *a = &acc[roff + r][toff];
-		_mm512_store_ps(a, _mm512_fmadd_ps(f, mult, _mm512_load_ps(a)));
+		__m512 t = _mm512_mul_ps(f, _mm512_mul_ps(_mm512_set1_ps(sw[roff + r]), dx));
+		double *a = &acc[roff + r][toff];
+		_mm512_store_pd(a, _mm512_add_pd(_mm512_load_pd(a), _mm512_cvtps_pd(_mm512_castps512_ps256(t))));
+		_mm512_store_pd(a + 8, _mm512_add_pd(_mm512_load_pd(a + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(t, 1))));
 	}
 }
 
@@ -164,7 +162,7 @@ AMX int glint_matmat_amx(int type, const int8_t *q, const float *d, const int32_
 	}
 	_tile_loadconfig(&cfg);
 
-	float acc[PR][PT] __attribute__((aligned(64)));
+	double acc[PR][PT] __attribute__((aligned(64)));
 	// Two sets of C results: the tiles of block b are stored while block b-1
 	// is post-processed, so that neither waits for the other.
 	int32_t cb[2][4][256] __attribute__((aligned(64)));
@@ -226,7 +224,7 @@ AMX int glint_matmat_amx(int type, const int8_t *q, const float *d, const int32_
 			for (int t = 0; t < T; t++) {
 				float *out = dst + (size_t)(t0 + t) * m + o0;
 				for (int r = 0; r < R; r++) {
-					out[r] = acc[r][t];
+					out[r] = (float)acc[r][t];
 				}
 			}
 		}

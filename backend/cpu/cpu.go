@@ -6,9 +6,10 @@
 // for the tile state once). GLINT_CPU_SIMD=off|avx2|avx512|avx512vnni|
 // avx512vbmi|amx caps the level, which is how the tests compare every path
 // on one machine. Weights stay in their stored type and are unpacked block
-// by block inside the dot kernels; activations are rounded to Q8_0/Q8_K
-// for quantised weights as llama.cpp rounds them, so that block dot
-// products are exact integers.
+// by block inside the dot kernels; activations are rounded as llama.cpp
+// rounds them: to Q8_0/Q8_K for quantised weights, so that block dot
+// products are exact integers, and to F16/BF16 for F16/BF16 weights. Every
+// level gives the portable Go path's bits (DEVELOPERS.md, "Numerics").
 //
 // Memory: the matmul weights (every type but F32 and I32) are copied at load,
 // in their stored layout, into backend-owned, 2 MiB-aligned anonymous memory
@@ -56,7 +57,7 @@ type Backend struct {
 	// allocation-free once the largest shapes have been seen.
 	scratch []scratch
 	// ropeCS holds cos/sin of one token's rotation angles.
-	ropeCS []float64
+	ropeCS []float32
 
 	// act holds the last quantised activations and actKey what they are
 	// (see quant.go); clock numbers tensor writes for actKey.version.
@@ -74,6 +75,10 @@ type Backend struct {
 // scratch is one thread's working memory.
 type scratch struct {
 	scores []float32
+	// row holds two head rows (the query, a cache row) and acc one head of
+	// float64 sums, for the portable attention.
+	row []float32
+	acc []float64
 	// pad keeps neighbouring threads' headers on different cache lines.
 	_ [40]byte
 }

@@ -11,8 +11,8 @@ import (
 // row w in its stored layout and returns Σ x[i]·w[i]; each dequant kernel
 // expands a whole number of blocks. They are deliberately small leaf
 // functions so that a SIMD implementation can replace them one at a time.
-// Partial sums are kept in several accumulators: that shortens the add
-// dependency chain and, as a pairwise-ish summation, loses less precision.
+// Their summation order is the reference the SIMD levels reproduce exactly
+// (see dot, and dotQ4_0 for quantised weights).
 
 // f16Table maps every half-precision bit pattern to its float32 value; a
 // load from a 256 KiB table beats converting bits in the hot loop.
@@ -37,72 +37,62 @@ func f16At(w []byte, i int) float32 {
 	return f16Table[uint16(w[2*i])|uint16(w[2*i+1])<<8]
 }
 
-func dotF32(x, w []float32) float32 {
-	w = w[:len(x)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		xs, ws := x[i:i+4:i+4], w[i:i+4:i+4]
-		s0 += xs[0] * ws[0]
-		s1 += xs[1] * ws[1]
-		s2 += xs[2] * ws[2]
-		s3 += xs[3] * ws[3]
-	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * w[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
+// Float weights have two summation orders, one for decode and one for
+// prefill, and every kernel level reproduces the one it runs bit for bit
+// (the C kernels in simd.c add rounded products for F32 as these do; for
+// F16 and BF16 the activations are rounded to the weight's type first, so
+// each product is exact in float32 and a fused multiply-add gives the same
+// bits). Decode (dot) keeps 16 lanes, so that a row streams through vectors
+// with no transposing; the prefill GEMM keeps one sum per output in a
+// register lane as it sweeps k (dotChunk), so that its packed panels serve
+// many tokens. A token's logits may therefore differ in the last bits
+// between prefill and decode, as they do in llama.cpp; between levels they
+// do not.
 
-func dotF16(x []float32, w []byte) float32 {
-	w = w[:2*len(x)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		xs, ws := x[i:i+4:i+4], w[2*i:2*i+8:2*i+8]
-		s0 += xs[0] * f16Table[uint16(ws[0])|uint16(ws[1])<<8]
-		s1 += xs[1] * f16Table[uint16(ws[2])|uint16(ws[3])<<8]
-		s2 += xs[2] * f16Table[uint16(ws[4])|uint16(ws[5])<<8]
-		s3 += xs[3] * f16Table[uint16(ws[6])|uint16(ws[7])<<8]
+// dotChunk is the prefill order for one chunk (at most chunkElems
+// elements): the products added one after another, from zero. The prefill
+// adds the chunks' sums in sequence.
+func dotChunk(x, w []float32) float32 {
+	w = w[:len(x)]
+	var s float32
+	for i, v := range x {
+		// The conversion keeps the compiler from fusing the product into
+		// the add.
+		s += float32(v * w[i])
 	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * f16At(w, i)
-	}
-	return (s0 + s1) + (s2 + s3)
+	return s
 }
 
 func bf16(lo, hi byte) float32 {
 	return math.Float32frombits(uint32(lo)<<16 | uint32(hi)<<24)
 }
 
-func dotBF16(x []float32, w []byte) float32 {
-	w = w[:2*len(x)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		xs, ws := x[i:i+4:i+4], w[2*i:2*i+8:2*i+8]
-		s0 += xs[0] * bf16(ws[0], ws[1])
-		s1 += xs[1] * bf16(ws[2], ws[3])
-		s2 += xs[2] * bf16(ws[4], ws[5])
-		s3 += xs[3] * bf16(ws[6], ws[7])
-	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * bf16(w[2*i], w[2*i+1])
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// dot dispatches on the (float) weight type; x and w are one row each.
+// dot is the decode order of a float-weight dot product (x and w one row
+// each): lane j of 16 sums the products of elements j, j+16, j+32, … in
+// sequence; then lanes j and j+8 are added, then j and j+4, j and j+2, and
+// the last two.
 func dot(dt dtype.Type, x []float32, w []byte, wf []float32) float32 {
-	switch dt {
-	case dtype.F32:
-		return dotF32(x, wf)
-	case dtype.F16:
-		return dotF16(x, w)
-	case dtype.BF16:
-		return dotBF16(x, w)
+	var buf [chunkElems]float32
+	var s [16]float32
+	elemBytes := dt.BlockBytes() // float types: bytes per element
+	for c := 0; c < len(x); c += chunkElems {
+		cl := min(chunkElems, len(x)-c)
+		wc := buf[:cl]
+		if dt == dtype.F32 {
+			wc = wf[c : c+cl]
+		} else {
+			dequant(dt, wc, w[c*elemBytes:])
+		}
+		for i, v := range x[c : c+cl] {
+			s[i%16] += float32(v * wc[i]) // chunkElems is a multiple of 16
+		}
 	}
-	return 0
+	for h := 8; h > 0; h /= 2 {
+		for j := range h {
+			s[j] += s[j+h]
+		}
+	}
+	return s[0]
 }
 
 // dequant expands len(y) elements (whole blocks) of w, stored as dt, into y.

@@ -10,7 +10,9 @@ const (
 	// dequantised chunk is used tokenTile times while it sits in L1, and
 	// the tile's activations (tokenTile × chunk floats) stay in L2.
 	tokenTile = 32
-	// chunkElems is the k-chunk the portable prefill dequantises at once.
+	// chunkElems is the k-chunk the portable float path dequantises at
+	// once, and the unit of the prefill summation order (see dotChunk): it
+	// must equal KC in simd.c, and be a multiple of dot's 16 lanes.
 	chunkElems = 256
 	// rowTile is the number of weight rows the quantised SIMD kernels
 	// process together (sharing each activation block), so work is split
@@ -49,17 +51,23 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 			xt.shape, wt.name, wt.shape, d.shape, k, m))
 		return
 	}
-	// x is quantised before dst is marked written (writable): when dst is x,
-	// that write must invalidate the quantised copy.
+	// x is rounded to the activation type (quantised for quantised weights,
+	// to F16 or BF16 for those) before dst is marked written (writable):
+	// when dst is x, that write must invalidate the rounded copy.
 	var a *acts
-	if wt.dt.Quantized() && n > 0 {
+	xf := xt.f32
+	if at := wt.dt.ActivationType(); at != dtype.F32 && n > 0 {
 		a = b.quantize(xt, wt.dt, n, k)
+		if !wt.dt.Quantized() {
+			// F16 and BF16 run the float kernels on the rounded rows.
+			xf, a = a.f, nil
+		}
 	}
 	if !b.writable(op, "dst", d) || n == 0 {
 		return
 	}
 	t := &b.pool.task
-	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xt.f32, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a}
+	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a}
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd
 	}
@@ -157,9 +165,10 @@ func quantizeRows(t *task, lo, hi int) {
 	}
 }
 
-// matMulRows computes output columns lo…hi-1 for every token. Decode calls
-// the dot kernel on the stored row directly; prefill with float weights
-// dequantises a chunk of the row once and reuses it for a tile of tokens.
+// matMulRows computes output columns lo…hi-1 for every token. The portable
+// prefill with float weights dequantises a chunk of the row once and reuses
+// it for a tile of tokens (summing in dotChunk's order); decode sums in
+// dot's.
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
 	rowBytes, _ := t.wt.RowBytes(k)
@@ -177,11 +186,7 @@ func matMulRows(t *task, lo, hi int) {
 		return
 	}
 	if t.simd > simdOff {
-		if n == 1 {
-			simdMatVec(t.simd, t, rowBytes, lo, hi)
-		} else {
-			simdMatMat(t.simd, t, rowBytes, lo, hi)
-		}
+		simdMatMat(t.simd, t, rowBytes, lo, hi)
 		return
 	}
 	if n == 1 {
@@ -214,7 +219,7 @@ func matMulRows(t *task, lo, hi int) {
 				}
 				xs := t.x[t0*k+c:]
 				for i := range nt {
-					acc[i] += dotF32(xs[i*k:i*k+cl], wc)
+					acc[i] += dotChunk(xs[i*k:i*k+cl], wc)
 				}
 			}
 			for i := range nt {

@@ -47,9 +47,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 	}
 }
 
-// RMSNorm implements backend.Backend. The sum of squares is accumulated in
-// float64: it is cheap next to the matmuls and removes the one reduction
-// whose rounding grows with the row length.
+// RMSNorm implements backend.Backend, as llama.cpp computes it (rmsNormRows).
 func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	const op = "RMSNorm"
 	if !b.ok(op) {
@@ -79,19 +77,23 @@ func rmsNormRows(t *task, lo, hi int) {
 	w := t.y[:k]
 	for i := lo; i < hi; i++ {
 		x, y := t.x[i*k:(i+1)*k], t.dst[i*k:(i+1)*k]
-		var ss float64
-		for _, v := range x {
-			ss += float64(v) * float64(v)
-		}
-		s := float32(1 / math.Sqrt(ss/float64(k)+float64(t.eps)))
+		// ggml's rms_norm: float squares summed in float64, the mean and
+		// 1/sqrt in float32, then x·scale and (ggml_mul) ·w, each rounded.
+		// The float64 sum runs in four lanes, an order a SIMD kernel could
+		// keep; its rounding is 2⁻²⁹ of the float32 mean's.
+		var l [4]float64
 		for j, v := range x {
-			y[j] = v * s * w[j]
+			l[j&3] += float64(v * v)
+		}
+		mean := float32(((l[0] + l[2]) + (l[1] + l[3])) / float64(k))
+		s := 1 / float32(math.Sqrt(float64(mean+t.eps)))
+		for j, v := range x {
+			y[j] = (v * s) * w[j]
 		}
 	}
 }
 
-// RoPE implements backend.Backend. Angles are computed in float64 so that
-// positions in the thousands keep full float32 accuracy in cos and sin.
+// RoPE implements backend.Backend, with llama.cpp's float32 arithmetic.
 func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.Rope) {
 	const op = "RoPE"
 	if !b.ok(op) {
@@ -120,22 +122,28 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 		}
 		freqs = ft.f32
 	}
-	if len(b.ropeCS) < 3*half {
-		b.ropeCS = make([]float64, 3*half)
+	if len(b.ropeCS) < 2*half {
+		b.ropeCS = make([]float32, 2*half)
 	}
-	inv, cs := b.ropeCS[:half], b.ropeCS[half:3*half]
-	for i := range inv {
-		inv[i] = math.Pow(float64(r.Theta), -2*float64(i)/float64(r.Dims))
-		if freqs != nil {
-			inv[i] /= float64(freqs[i])
-		}
-	}
+	cs := b.ropeCS[:2*half]
+	// ggml's rope, operation for operation: the angle of pair i is the
+	// position times thetaScaleⁱ, the power taken by repeated float32
+	// multiplication (and divided by Llama 3's frequency factor), its cos
+	// and sin rounded to float32, and the rotation two fused multiply-adds
+	// of a rounded product, as gcc contracts ggml's x0·cos − x1·sin and
+	// x0·sin + x1·cos (checked against the peer's rope output). Keys
+	// rounded into an f16 cache then match llama.cpp's bit for bit.
+	thetaScale := float32(math.Pow(float64(r.Theta), float64(float32(-2)/float32(r.Dims))))
 	cols := heads * headDim
 	for tok := range n {
-		pos := float64(pos0 + tok)
-		for i, f := range inv {
-			s, c := math.Sincos(pos * f)
-			cs[2*i], cs[2*i+1] = c, s
+		theta := float32(pos0 + tok)
+		for i := range half {
+			t := theta
+			if freqs != nil {
+				t = theta / freqs[i]
+			}
+			cs[2*i], cs[2*i+1] = float32(math.Cos(float64(t))), float32(math.Sin(float64(t)))
+			theta *= thetaScale
 		}
 		row := xt.f32[tok*cols : (tok+1)*cols]
 		for h := range heads {
@@ -147,9 +155,9 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 					a, bi = i, i+half
 				}
 				c, s := cs[2*i], cs[2*i+1]
-				x0, x1 := float64(v[a]), float64(v[bi])
-				v[a] = float32(x0*c - x1*s)
-				v[bi] = float32(x0*s + x1*c)
+				x0, x1 := v[a], v[bi]
+				v[a] = fmaf(x0, c, -(x1 * s))
+				v[bi] = fmaf(x0, s, x1*c)
 			}
 		}
 	}
@@ -173,8 +181,8 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 	b.pool.run()
 }
 
-// siluMulRange uses the C kernel (ops.c) at any SIMD level: its float32 exp
-// is within a few ulp of the float64 one siluMulGo calls.
+// siluMulRange uses the C kernel (ops.c) at any SIMD level; it performs
+// siluMulGo's float operations in the same order, so the bits agree.
 func siluMulRange(t *task, lo, hi int) {
 	if t.simd > simdOff {
 		simdSiLUMul(t.simd, t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
@@ -183,10 +191,12 @@ func siluMulRange(t *task, lo, hi int) {
 	siluMulGo(t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
 }
 
+// siluMulGo is ggml's silu (x/(1+e^−x), with its vectorised exp) followed by
+// the multiplication by up, in float32.
 func siluMulGo(d, g, u []float32) {
 	for i, v := range g {
-		s := float64(v) / (1 + math.Exp(-float64(v)))
-		d[i] = float32(s) * u[i]
+		s := v / (1 + expf(-v))
+		d[i] = s * u[i]
 	}
 }
 
@@ -238,8 +248,18 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		return
 	}
 	dn, sn := backend.Elems(d.shape), backend.Elems(s.shape)
-	if d.dt != s.dt || d.dt.Quantized() || count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff {
+	toHalf := d.dt == dtype.F16 && s.dt == dtype.F32
+	if d.dt != s.dt && !toHalf || d.dt.Quantized() || count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff {
 		b.fail(backend.ShapeError("cpu: "+op, "%d elements from %v %v at %d to %v %v at %d", count, s.dt, s.shape, srcOff, d.dt, d.shape, dstOff))
+		return
+	}
+	if toHalf {
+		// The f16 KV cache: each value rounds to nearest even, as ggml's
+		// F32→F16 copy (F16C) does.
+		h := halfs(d)[dstOff : dstOff+count]
+		for i, v := range s.f32[srcOff : srcOff+count] {
+			h[i] = dtype.F32ToF16(v)
+		}
 		return
 	}
 	es := d.dt.BlockBytes()

@@ -1,20 +1,21 @@
 // Declarations of the elementwise and attention kernels in ops.c, called
-// from ops_cgo.go. level is a simdLevel (see simd.go): 1 uses AVX2/FMA, 2
-// and above AVX-512 F/BW/VL/DQ; nothing beyond that is used.
+// from ops_cgo.go. level is a simdLevel (see simd.go); every level ≥ 1 runs
+// the same AVX2/FMA/F16C code, which reproduces the portable Go path.
 #include <stddef.h>
 
 // glint_silu_mul computes d[i] = silu(g[i])·u[i] for i < n.
 void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t n);
 
 // glint_attention_max_head_dim is the largest head size glint_attention
-// handles (its accumulators are sized at compile time).
-#define GLINT_ATTENTION_MAX_HEAD_DIM 128
+// handles (its query scratch is sized at compile time).
+#define GLINT_ATTENTION_MAX_HEAD_DIM 256
 
 // glint_attention computes the (row, head) items lo…hi-1 of attention, item
 // = row·heads + head: row r's query (q + r·stride) sees L = kvLen cache
 // positions, or pos0+r+1 when kvLen is 0 (causal prefill), of the K and V
-// caches (rows of kvHeads·headDim); head h reads kv head h/(heads/kvHeads).
-// scores is scratch for 4·L floats.
-void glint_attention(int level, const float *q, const float *k, const float *v, float *out, float *scores,
-                     int heads, int kvHeads, int headDim, int stride, int pos0, int kvLen, float scale, int lo,
-                     int hi);
+// caches (rows of kvHeads·headDim elements, F16 where kf16/vf16 is set,
+// else F32); head h reads kv head h/(heads/kvHeads). scores is scratch for
+// 4·L floats.
+void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
+                     float *scores, int heads, int kvHeads, int headDim, int stride, int pos0, int kvLen, float scale,
+                     int lo, int hi);

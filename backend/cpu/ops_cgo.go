@@ -32,10 +32,18 @@ func simdAttentionOK(headDim int) bool {
 const attnScoreRows = 4
 
 // simdAttention computes the (row, head) items lo…hi-1 of t with the C
-// kernel of t.simd; scores holds attnScoreRows·L floats for the longest L.
+// kernel; scores holds attnScoreRows·L floats for the longest L.
 func simdAttention(t *task, scores []float32, lo, hi int) {
-	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[0])), (*C.float)(unsafe.Pointer(&t.kc[0])),
-		(*C.float)(unsafe.Pointer(&t.vc[0])), (*C.float)(unsafe.Pointer(&t.dst[0])),
-		(*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads), C.int(t.kvHeads), C.int(t.headDim),
-		C.int(t.qStride), C.int(t.pos0), C.int(t.kvLen), C.float(t.scale), C.int(lo), C.int(hi))
+	k, v := unsafe.Pointer(unsafe.SliceData(t.kc)), unsafe.Pointer(unsafe.SliceData(t.vc))
+	kf16, vf16 := 0, 0
+	if t.kh != nil {
+		k, kf16 = unsafe.Pointer(&t.kh[0]), 1
+	}
+	if t.vh != nil {
+		v, vf16 = unsafe.Pointer(&t.vh[0]), 1
+	}
+	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[0])), k, v, C.int(kf16), C.int(vf16),
+		(*C.float)(unsafe.Pointer(&t.dst[0])), (*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads),
+		C.int(t.kvHeads), C.int(t.headDim), C.int(t.qStride), C.int(t.pos0), C.int(t.kvLen), C.float(t.scale),
+		C.int(lo), C.int(hi))
 }

@@ -48,6 +48,7 @@ type task struct {
 
 	// Attention: query rows start at position pos0; kvLen > 0 is decode.
 	q, kc, vc                        []float32
+	kh, vh                           []uint16 // F16 caches (kc, vc are then nil)
 	heads, kvHeads, headDim, qStride int
 	pos0, kvLen                      int
 	scale                            float32

@@ -8,16 +8,30 @@ import (
 // weight type's activation type (dtype.ActivationType, dtype.RoundActivations)
 // and each block's dot product is an exact integer, scaled by the weight's
 // and the activation's block scales in float32.
+//
+// The order of the float sums is fixed by making it not matter: each
+// block's contribution, ggml's (d_w·d_x)·Σ q_w·q_x rounded to float32, is
+// added in float64, and the total is rounded to float32 once. A float32
+// value has 24 significant bits, so a float64 sum of them is exact, in any
+// order, as long as the contributions of a row span less than 2^(29-log2
+// blocks) in magnitude (2^23 for a 2048-wide row); beyond that only bits
+// far below the float32 result are lost, which changes its rounding with a
+// probability of about 2^-29. So every kernel level may keep its own
+// accumulators (lanes, rows, tiles) and still give the portable path's
+// bits; TestMatMulLevelsBitExact checks it.
 
-// acts holds quantised activation rows: q holds k int8 values per row; for
-// Q8_0, d and c hold one scale and one correction per 32 (see simd.h: the
-// correction -off·Σq lets the SIMD kernels treat weights as unsigned); for
-// Q8_K, d holds one scale per 256 and bs one sum per 16.
+// acts holds rounded activation rows. Quantised: q holds k int8 values per
+// row; for Q8_0, d and c hold one scale and one correction per 32 (see
+// simd.h: the correction -off·Σq lets the SIMD kernels treat weights as
+// unsigned); for Q8_K, d holds one scale per 256 and bs one sum per 16.
+// F16 and BF16: f holds the rounded values as float32, which the float
+// kernels read in place of x.
 type acts struct {
 	q  []int8
 	d  []float32
 	c  []int32
 	bs []int16
+	f  []float32
 }
 
 // actKey says what acts currently holds, so that consecutive matmuls
@@ -48,6 +62,12 @@ func actOffset(dt dtype.Type) int32 {
 
 // grow makes room for n rows of k elements of activation type at.
 func (a *acts) grow(at dtype.Type, n, k int) {
+	if at == dtype.F16 || at == dtype.BF16 {
+		if len(a.f) < n*k {
+			a.f = make([]float32, n*k)
+		}
+		return
+	}
 	if len(a.q) < n*k {
 		a.q = make([]int8, n*k)
 	}
@@ -71,8 +91,12 @@ func (a *acts) grow(at dtype.Type, n, k int) {
 
 // quantizeRowsGo is the portable quantiser: the reference's own scale
 // functions and rounding, so it agrees with dtype.RoundActivations by
-// construction.
+// construction. F16 and BF16 rows are rounded by the reference itself.
 func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
+	if at == dtype.F16 || at == dtype.BF16 {
+		dtype.RoundActivations(at, a.f[lo*k:hi*k], x[lo*k:hi*k])
+		return
+	}
 	for i := lo; i < hi; i++ {
 		xr, qr := x[i*k:(i+1)*k], a.q[i*k:(i+1)*k]
 		switch at {
@@ -105,11 +129,12 @@ func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi in
 	}
 }
 
-// dotQ4_0 is Σ_b f16(dw)·dx·Σ (qw−8)·qx over the blocks of one row.
+// dotQ4_0 is Σ_b f16(dw)·dx·Σ (qw−8)·qx over the blocks of one row, each
+// term rounded to float32 and summed in float64 (see the top of the file).
 func dotQ4_0(q []int8, xd []float32, w []byte) float32 {
 	nb := len(q) / dtype.QK4_0
 	w = w[:nb*dtype.BlockBytesQ4_0]
-	var sum float32
+	var sum float64
 	for b := range nb {
 		blk := (*[dtype.BlockBytesQ4_0]byte)(w[b*dtype.BlockBytesQ4_0:])
 		qb := (*[dtype.QK4_0]int8)(q[b*dtype.QK4_0:])
@@ -118,16 +143,17 @@ func dotQ4_0(q []int8, xd []float32, w []byte) float32 {
 			v := blk[2+j]
 			s += (int32(v&0xF)-8)*int32(qb[j]) + (int32(v>>4)-8)*int32(qb[j+16])
 		}
-		sum += f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
+		c := f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
+		sum += float64(c)
 	}
-	return sum
+	return float32(sum)
 }
 
 // dotQ8_0 is Σ_b f16(dw)·dx·Σ qw·qx.
 func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
 	nb := len(q) / dtype.QK8_0
 	w = w[:nb*dtype.BlockBytesQ8_0]
-	var sum float32
+	var sum float64
 	for b := range nb {
 		blk := (*[dtype.BlockBytesQ8_0]byte)(w[b*dtype.BlockBytesQ8_0:])
 		qb := (*[dtype.QK8_0]int8)(q[b*dtype.QK8_0:])
@@ -135,9 +161,10 @@ func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
 		for j := range dtype.QK8_0 {
 			s += int32(int8(blk[2+j])) * int32(qb[j])
 		}
-		sum += f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
+		c := f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
+		sum += float64(c)
 	}
-	return sum
+	return float32(sum)
 }
 
 // dotQ6_K is ggml's Q6_K×Q8_K: per super-block f16(d)·dx·Σ_g sc[g]·Σ (q−32)·qx
@@ -147,7 +174,7 @@ func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
 func dotQ6_K(q []int8, xd []float32, w []byte) float32 {
 	nb := len(q) / dtype.QK_K
 	w = w[:nb*dtype.BlockBytesQ6_K]
-	var sum float32
+	var sum float64
 	for b := range nb {
 		blk := (*[dtype.BlockBytesQ6_K]byte)(w[b*dtype.BlockBytesQ6_K:])
 		qb := (*[dtype.QK_K]int8)(q[b*dtype.QK_K:])
@@ -170,9 +197,10 @@ func dotQ6_K(q []int8, xd []float32, w []byte) float32 {
 				isum += int32(int8(sc[g]))*s1 + int32(int8(sc[g+2]))*s2 + int32(int8(sc[g+4]))*s3 + int32(int8(sc[g+6]))*s4
 			}
 		}
-		sum += f16Table[uint16(blk[208])|uint16(blk[209])<<8] * xd[b] * float32(isum)
+		c := f16Table[uint16(blk[208])|uint16(blk[209])<<8] * xd[b] * float32(isum)
+		sum += float64(c)
 	}
-	return sum
+	return float32(sum)
 }
 
 // dotQ dispatches a quantised dot on the weight type: row i of a against

@@ -246,3 +246,48 @@ func TestActivationReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRoundFloatActivations checks that every level rounds activations for
+// F16 and BF16 weights bit for bit as dtype.RoundActivations: random values
+// across the whole exponent range (F16 subnormals, overflow to infinity,
+// ties), signed zeros, infinities and NaN, at a length with a ragged tail.
+func TestRoundFloatActivations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 37))
+	const n = 3*1024 + 5
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = math.Float32frombits(rng.Uint32())
+		if i%3 == 0 {
+			// Near F16's range, where its rounding and overflow happen.
+			x[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(50)-30)))
+		}
+		if i%7 == 0 {
+			// An F16 (BF16) tie: the low 13 (16) bits are exactly half.
+			u := math.Float32bits(x[i])
+			x[i] = math.Float32frombits(u&^0x1FFF | 0x1000)
+			if i%14 == 0 {
+				x[i] = math.Float32frombits(u&^0xFFFF | 0x8000)
+			}
+		}
+	}
+	copy(x, []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 65520, 65519.99, 6e-8, 2.9e-8, 3e-8})
+	for _, at := range []dtype.Type{dtype.F16, dtype.BF16} {
+		want := make([]float32, n)
+		dtype.RoundActivations(at, want, x)
+		for _, l := range simdLevels() {
+			var a acts
+			a.grow(at, 1, n)
+			if l == simdOff {
+				quantizeRowsGo(at, 0, &a, x, n, 0, 1)
+			} else {
+				simdQuantize(at, 0, &a, x, n, 0, 1)
+			}
+			for i, g := range a.f[:n] {
+				gb, wb := math.Float32bits(g), math.Float32bits(want[i])
+				if gb != wb && !(math.IsNaN(float64(g)) && math.IsNaN(float64(want[i]))) {
+					t.Fatalf("%v/%v: x[%d] = %g (%#08x) rounds to %#08x, want %#08x", at, l, i, x[i], math.Float32bits(x[i]), gb, wb)
+				}
+			}
+		}
+	}
+}

@@ -3,11 +3,16 @@
 // the package builds with plain CFLAGS and still runs on CPUs that lack
 // AVX-512 or AVX2.
 //
-// Float weights (F32, F16, BF16) meet float32 activations and are widened
-// exactly, so results differ from the reference only in summation order.
+// Float weights (F32, F16, BF16) meet float32 activations (rounded to F16
+// or BF16 for those weights) and are widened exactly; every output is summed
+// in the Go reference's order (kernels.go): for prefill sequentially within
+// each chunk of KC elements, chunk sums added in sequence, which is the
+// order the GEMM below keeps in its registers; for decode in 16 lanes.
 // Quantised weights meet activations quantised as dtype.RoundActivations
 // defines (llama.cpp's arithmetic): each block's dot product is an exact
-// integer, scaled by the two block scales in float32.
+// integer, scaled by the two block scales in float32, and those block terms
+// are summed in double (quant.go says why that makes the order irrelevant).
+// So every level gives the portable path's bits.
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,153 +55,27 @@ int glint_simd_level(void) {
 
 // ---------------------------------------------------------------- helpers
 
-INLINE A2 float bf16at(const uint8_t *p) {
-	uint16_t h;
-	memcpy(&h, p, 2);
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
+// mul_rounded5 and mul_rounded2 are a product rounded to float32 that the
+// compiler may not contract with the add that follows into an FMA (GCC does
+// by default): the F32 kernels add rounded products, as the Go reference
+// does. The empty asm makes the product opaque and costs no instruction.
+INLINE A5 __m512 mul_rounded5(__m512 a, __m512 b) {
+	__m512 p = _mm512_mul_ps(a, b);
+	__asm__("" : "+v"(p));
+	return p;
 }
 
-// i8x8 widens 8 signed bytes to floats.
-INLINE A2 __m256 i8x8(__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); }
-
-// ---------------------------------------------------------------- AVX2 dots
-
-static A2 float dot_f32_avx2(const float *x, const float *w, int k) {
-	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	int i = 0;
-	for (; i + 32 <= k; i += 32) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(w + i), a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(w + i + 8), a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(w + i + 16), a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(w + i + 24), a3);
-	}
-	for (; i + 8 <= k; i += 8) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(w + i), a0);
-	}
-	float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-	for (; i < k; i++) {
-		s += x[i] * w[i];
-	}
-	return s;
+INLINE A2 __m256 mul_rounded2(__m256 a, __m256 b) {
+	__m256 p = _mm256_mul_ps(a, b);
+	__asm__("" : "+x"(p));
+	return p;
 }
 
-static A2 float dot_f16_avx2(const float *x, const uint8_t *w, int k) {
-	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	int i = 0;
-	for (; i + 32 <= k; i += 32) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))), a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i + 16))), a1);
-		a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i + 32))), a2);
-		a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i + 48))), a3);
-	}
-	for (; i + 8 <= k; i += 8) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))), a0);
-	}
-	float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-	for (; i < k; i++) {
-		s += x[i] * f16at(w + 2 * i);
-	}
-	return s;
-}
 
+// bf16x8 widens 8 BF16 values to floats (exactly).
 INLINE A2 __m256 bf16x8(const uint8_t *p) {
 	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
 	return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-static A2 float dot_bf16_avx2(const float *x, const uint8_t *w, int k) {
-	__m256 a0 = _mm256_setzero_ps(), a1 = a0;
-	int i = 0;
-	for (; i + 16 <= k; i += 16) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), bf16x8(w + 2 * i), a0);
-		a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), bf16x8(w + 2 * i + 16), a1);
-	}
-	for (; i + 8 <= k; i += 8) {
-		a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), bf16x8(w + 2 * i), a0);
-	}
-	float s = hsum8(_mm256_add_ps(a0, a1));
-	for (; i < k; i++) {
-		s += x[i] * bf16at(w + 2 * i);
-	}
-	return s;
-}
-
-// ---------------------------------------------------------------- AVX-512 dots
-
-// PF_DIST is how far ahead of a row stream the decode kernels prefetch: the
-// hardware prefetchers stop at each 4 KiB page, and weights are usually
-// mmap'd file pages, so without this every page starts with a full miss.
-#define PF_DIST 4096
-
-static A5 float dot_f32_avx512(const float *x, const float *w, int k) {
-	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	int i = 0;
-	for (; i + 64 <= k; i += 64) {
-		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(w + i), a0);
-		a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(w + i + 16), a1);
-		a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(w + i + 32), a2);
-		a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(w + i + 48), a3);
-	}
-	for (; i + 16 <= k; i += 16) {
-		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(w + i), a0);
-	}
-	if (i < k) {
-		__mmask16 m = (__mmask16)((1u << (k - i)) - 1);
-		a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, w + i), a1);
-	}
-	return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-static A5 float dot_f16_avx512(const float *x, const uint8_t *w, int k) {
-	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	int i = 0;
-	for (; i + 64 <= k; i += 64) {
-		_mm_prefetch((const char *)(w + 2 * i + PF_DIST), _MM_HINT_T0);
-		_mm_prefetch((const char *)(w + 2 * i + PF_DIST + 64), _MM_HINT_T0);
-		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i))), a0);
-		a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i + 32))), a1);
-		a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i + 64))), a2);
-		a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i + 96))), a3);
-	}
-	for (; i + 16 <= k; i += 16) {
-		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i))), a0);
-	}
-	float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-	for (; i < k; i++) {
-		s += x[i] * f16at(w + 2 * i);
-	}
-	return s;
-}
-
-// ---------------------------------------------------------------- decode, float weights
-
-#define MATVEC(name, attr, f32fn, f16fn, bf16fn)                                                \
-	static attr void name(int type, const float *x, const uint8_t *w, size_t rowBytes, int k, \
-	                      int lo, int hi, float *dst) {                                        \
-		for (int o = lo; o < hi; o++) {                                                        \
-			const uint8_t *r = w + (size_t)o * rowBytes;                                       \
-			float s = 0;                                                                       \
-			switch (type) {                                                                    \
-			case T_F32: s = f32fn(x, (const float *)r, k); break;                              \
-			case T_F16: s = f16fn(x, r, k); break;                                             \
-			case T_BF16: s = bf16fn(x, r, k); break;                                           \
-			}                                                                                  \
-			dst[o] = s;                                                                        \
-		}                                                                                      \
-	}
-
-MATVEC(matvec_avx2, A2, dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2)
-MATVEC(matvec_avx512, A5, dot_f32_avx512, dot_f16_avx512, dot_bf16_avx2)
-void glint_matvec(int level, int type, const float *x, const uint8_t *w, size_t rowBytes, int k,
-                  int lo, int hi, float *dst) {
-	if (level >= 2) {
-		matvec_avx512(type, x, w, rowBytes, k, lo, hi, dst);
-	} else {
-		matvec_avx2(type, x, w, rowBytes, k, lo, hi, dst);
-	}
 }
 
 // ---------------------------------------------------------------- prefill
@@ -363,6 +242,19 @@ INLINE A5 __m512 wide16(int type, const uint8_t *p, __mmask16 mk) {
 	}
 }
 
+// wide16u is wide16 of 16 whole elements: no mask, which some CPUs load
+// more slowly.
+INLINE A5 __m512 wide16u(int type, const uint8_t *p) {
+	switch (type) {
+	case T_F32:
+		return _mm512_loadu_ps(p);
+	case T_F16:
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+	default:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+	}
+}
+
 // pack5 fills panel[kk*32 + r] with element c+kk of row o0+r for kk < len,
 // zero for rows at or past hi, 16 rows × 16 elements at a time: the register
 // transpose costs four shuffles per vector, where a store per element made
@@ -401,8 +293,8 @@ static A5 void pack5_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int
 // the chunk in registers and then adding into dst (which the first chunk
 // writes).
 #define T5 12
-INLINE A5 void kern_avx512(int T, const float *panel, int len, const float *xc, size_t ldx, float *dst, int m,
-                           int o0, __mmask16 m0, __mmask16 m1, int first) {
+INLINE A5 void kern_avx512(int T, int fused, const float *panel, int len, const float *xc, size_t ldx, float *dst,
+                           int m, int o0, __mmask16 m0, __mmask16 m1, int first) {
 	__m512 acc[T5][2];
 	for (int t = 0; t < T; t++) {
 		acc[t][0] = _mm512_setzero_ps();
@@ -412,8 +304,13 @@ INLINE A5 void kern_avx512(int T, const float *panel, int len, const float *xc, 
 		__m512 w0 = _mm512_load_ps(panel + kk * 32), w1 = _mm512_load_ps(panel + kk * 32 + 16);
 		for (int t = 0; t < T; t++) {
 			__m512 xv = _mm512_set1_ps(xc[(size_t)t * ldx + kk]);
-			acc[t][0] = _mm512_fmadd_ps(w0, xv, acc[t][0]);
-			acc[t][1] = _mm512_fmadd_ps(w1, xv, acc[t][1]);
+			if (fused) {
+				acc[t][0] = _mm512_fmadd_ps(w0, xv, acc[t][0]);
+				acc[t][1] = _mm512_fmadd_ps(w1, xv, acc[t][1]);
+			} else {
+				acc[t][0] = _mm512_add_ps(acc[t][0], mul_rounded5(w0, xv));
+				acc[t][1] = _mm512_add_ps(acc[t][1], mul_rounded5(w1, xv));
+			}
 		}
 	}
 	// Every load before any store: rows of dst are m floats apart, often a
@@ -433,27 +330,124 @@ INLINE A5 void kern_avx512(int T, const float *panel, int len, const float *xc, 
 	}
 }
 
-static A5 void tiles5(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m, int o0,
-                      int rows, int first) {
-	__mmask16 m0 = rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1);
-	__mmask16 m1 = rows <= 16 ? 0 : rows >= 32 ? 0xFFFF : (__mmask16)((1u << (rows - 16)) - 1);
-	int t = 0;
-	for (; t + T5 <= n; t += T5) {
-		kern_avx512(T5, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1, first);
+// TILES5 defines the panel sweep with the fused (F16, BF16: their products
+// of rounded activations are exact, so an FMA rounds as the reference's
+// separate multiply and add) or the unfused kernel (F32).
+#define TILES5(name, fused)                                                                                    \
+	static A5 void name(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m,    \
+	                    int o0, int rows, int first) {                                                        \
+		__mmask16 m0 = rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1);                                   \
+		__mmask16 m1 = rows <= 16 ? 0 : rows >= 32 ? 0xFFFF : (__mmask16)((1u << (rows - 16)) - 1);           \
+		int t = 0;                                                                                            \
+		for (; t + T5 <= n; t += T5) {                                                                        \
+			kern_avx512(T5, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1,  \
+			            first);                                                                               \
+		}                                                                                                     \
+		switch (n - t) {                                                                                      \
+			CASE5(1, fused) CASE5(2, fused) CASE5(3, fused) CASE5(4, fused) CASE5(5, fused) CASE5(6, fused)    \
+			CASE5(7, fused) CASE5(8, fused) CASE5(9, fused) CASE5(10, fused) CASE5(11, fused)                  \
+		}                                                                                                     \
 	}
-	switch (n - t) {
-#define CASE(T) \
-	case T: kern_avx512(T, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1, first); break;
-		CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
-#undef CASE
-	}
-}
+#define CASE5(T, fused)                                                                                        \
+	case T:                                                                                                   \
+		kern_avx512(T, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1, first); \
+		break;
+TILES5(tiles5, 1)
+TILES5(tiles5_f32, 0)
+#undef CASE5
+#undef TILES5
 
 static A5 void matmat_avx512(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
                              int lo, int hi, float *dst, int m) {
 	float panel[KC * 32] __attribute__((aligned(64)));
 	pack_fn pack = type == T_F32 ? pack5_f32 : type == T_F16 ? pack5_f16 : pack5_bf16;
-	matmat_float(32, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, tiles5, panel);
+	matmat_float(32, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, type == T_F32 ? tiles5_f32 : tiles5, panel);
+}
+
+// Decode with float weights has an order of its own, the reference's
+// (kernels.go, dot): 16 lanes, lane j summing the products of elements
+// j, j+16, j+32, … in sequence, then lanes j and j+8 added, and so on down
+// to one (hsum8's tree after one 16 → 8 step). Each row is read as one
+// stream, 16 elements at a time, four rows at once for four independent
+// dependency chains; the sequential order of prefill would need a transpose
+// per element, which measured three times slower than memory delivers.
+
+// PF_DIST is how far ahead of each row the decode kernels prefetch: the
+// hardware prefetchers stop at each 4 KiB page.
+#define PF_DIST 4096
+
+// lanes16 reduces 16 lane sums (lo: lanes 0-7, hi: 8-15) in the
+// reference's order.
+INLINE A2 float lanes16(__m256 lo, __m256 hi) { return hsum8(_mm256_add_ps(lo, hi)); }
+
+INLINE A5 void mv5_rows(int R, int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes,
+                        float *dst) {
+	size_t es = type == T_F32 ? 4 : 2;
+	__m512 a[4];
+	for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
+	int i = 0;
+	// 64 elements of a row per step: each row is read in whole cache lines
+	// (two for F16 and BF16, four for F32), which keeps the memory streams
+	// long. The four vectors of a row go into its one accumulator in turn.
+	for (; i + 64 <= k; i += 64) {
+		__m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+		__m512 x2 = _mm512_loadu_ps(x + i + 32), x3 = _mm512_loadu_ps(x + i + 48);
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
+			for (size_t l = 0; l < 64 * es; l += 64) {
+				_mm_prefetch((const char *)(p + PF_DIST + l), _MM_HINT_T0);
+			}
+			__m512 w0 = wide16u(type, p), w1 = wide16u(type, p + 16 * es);
+			__m512 w2 = wide16u(type, p + 32 * es), w3 = wide16u(type, p + 48 * es);
+			if (fused) {
+				a[r] = _mm512_fmadd_ps(w0, x0, a[r]);
+				a[r] = _mm512_fmadd_ps(w1, x1, a[r]);
+				a[r] = _mm512_fmadd_ps(w2, x2, a[r]);
+				a[r] = _mm512_fmadd_ps(w3, x3, a[r]);
+			} else {
+				a[r] = _mm512_add_ps(a[r], mul_rounded5(w0, x0));
+				a[r] = _mm512_add_ps(a[r], mul_rounded5(w1, x1));
+				a[r] = _mm512_add_ps(a[r], mul_rounded5(w2, x2));
+				a[r] = _mm512_add_ps(a[r], mul_rounded5(w3, x3));
+			}
+		}
+	}
+	for (; i < k; i += 16) {
+		// The missing lanes of a short last vector add +0, which changes no
+		// sum.
+		__mmask16 mk = k - i >= 16 ? 0xFFFF : (__mmask16)((1u << (k - i)) - 1);
+		__m512 xv = _mm512_maskz_loadu_ps(mk, x + i);
+		for (int r = 0; r < R; r++) {
+			__m512 wv = wide16(type, w + r * rowBytes + es * (size_t)i, mk);
+			a[r] = fused ? _mm512_fmadd_ps(wv, xv, a[r]) : _mm512_add_ps(a[r], mul_rounded5(wv, xv));
+		}
+	}
+	for (int r = 0; r < R; r++) {
+		dst[r] = lanes16(_mm512_castps512_ps256(a[r]), _mm512_extractf32x8_ps(a[r], 1));
+	}
+}
+
+INLINE A5 void matvec5(int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                       float *dst) {
+	for (int o = lo; o < hi; o += 4) {
+		const uint8_t *wr = w + (size_t)o * rowBytes;
+		switch (hi - o < 4 ? hi - o : 4) {
+		case 1: mv5_rows(1, type, fused, x, k, wr, rowBytes, dst + o); break;
+		case 2: mv5_rows(2, type, fused, x, k, wr, rowBytes, dst + o); break;
+		case 3: mv5_rows(3, type, fused, x, k, wr, rowBytes, dst + o); break;
+		default: mv5_rows(4, type, fused, x, k, wr, rowBytes, dst + o); break;
+		}
+	}
+}
+
+static A5 void matvec5_f32(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
+	matvec5(T_F32, 0, x, k, w, rowBytes, lo, hi, dst);
+}
+static A5 void matvec5_f16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
+	matvec5(T_F16, 1, x, k, w, rowBytes, lo, hi, dst);
+}
+static A5 void matvec5_bf16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
+	matvec5(T_BF16, 1, x, k, w, rowBytes, lo, hi, dst);
 }
 
 // tr8 transposes the 8 × 8 matrix whose rows are v[0…7].
@@ -527,8 +521,8 @@ static A2 void pack2_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int
 
 // The AVX2 micro-kernel has 16 registers: 6 tokens × 2 vectors of 8 rows.
 #define T2 6
-INLINE A2 void kern_avx2(int T, const float *panel, int len, const float *xc, size_t ldx, float *dst, int m,
-                         int o0, int rows, int first) {
+INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const float *xc, size_t ldx, float *dst,
+                         int m, int o0, int rows, int first) {
 	__m256 acc[T2][2];
 	for (int t = 0; t < T; t++) {
 		acc[t][0] = _mm256_setzero_ps();
@@ -538,8 +532,13 @@ INLINE A2 void kern_avx2(int T, const float *panel, int len, const float *xc, si
 		__m256 w0 = _mm256_load_ps(panel + kk * 16), w1 = _mm256_load_ps(panel + kk * 16 + 8);
 		for (int t = 0; t < T; t++) {
 			__m256 xv = _mm256_broadcast_ss(xc + (size_t)t * ldx + kk);
-			acc[t][0] = _mm256_fmadd_ps(w0, xv, acc[t][0]);
-			acc[t][1] = _mm256_fmadd_ps(w1, xv, acc[t][1]);
+			if (fused) {
+				acc[t][0] = _mm256_fmadd_ps(w0, xv, acc[t][0]);
+				acc[t][1] = _mm256_fmadd_ps(w1, xv, acc[t][1]);
+			} else {
+				acc[t][0] = _mm256_add_ps(acc[t][0], mul_rounded2(w0, xv));
+				acc[t][1] = _mm256_add_ps(acc[t][1], mul_rounded2(w1, xv));
+			}
 		}
 	}
 	if (rows == 16) {
@@ -569,31 +568,111 @@ INLINE A2 void kern_avx2(int T, const float *panel, int len, const float *xc, si
 	}
 }
 
-static A2 void tiles2(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m, int o0,
-                      int rows, int first) {
-	int t = 0;
-	for (; t + T2 <= n; t += T2) {
-		kern_avx2(T2, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first);
+// TILES2 is TILES5 for the AVX2 kernel.
+#define TILES2(name, fused)                                                                                    \
+	static A2 void name(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m,    \
+	                    int o0, int rows, int first) {                                                        \
+		int t = 0;                                                                                            \
+		for (; t + T2 <= n; t += T2) {                                                                        \
+			kern_avx2(T2, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first); \
+		}                                                                                                     \
+		switch (n - t) {                                                                                      \
+			CASE2(1, fused) CASE2(2, fused) CASE2(3, fused) CASE2(4, fused) CASE2(5, fused)                    \
+		}                                                                                                     \
 	}
-	switch (n - t) {
-#define CASE(T) \
-	case T: kern_avx2(T, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first); break;
-		CASE(1) CASE(2) CASE(3) CASE(4) CASE(5)
-#undef CASE
+#define CASE2(T, fused)                                                                                        \
+	case T: kern_avx2(T, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first); break;
+TILES2(tiles2, 1)
+TILES2(tiles2_f32, 0)
+#undef CASE2
+#undef TILES2
+
+// matvec2 is matvec5 for AVX2: the 16 lanes in two vectors.
+INLINE A2 void mv2_rows(int R, int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes,
+                        float *dst) {
+	size_t es = type == T_F32 ? 4 : 2;
+	__m256 lo[4], hi[4];
+	for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_ps();
+	for (int i = 0; i < k; i += 16) {
+		int cnt = k - i < 16 ? k - i : 16;
+		__m256 x0, x1;
+		if (cnt == 16) {
+			x0 = _mm256_loadu_ps(x + i);
+			x1 = _mm256_loadu_ps(x + i + 8);
+		} else {
+			// The missing lanes add +0, which changes no sum.
+			float t[16] = {0};
+			memcpy(t, x + i, sizeof(float) * (size_t)cnt);
+			x0 = _mm256_loadu_ps(t);
+			x1 = _mm256_loadu_ps(t + 8);
+		}
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
+			if ((es * (size_t)i) % 64 == 0) {
+				_mm_prefetch((const char *)(p + PF_DIST), _MM_HINT_T0);
+			}
+			__m256 w0 = wide8(type, p, cnt < 8 ? cnt : 8);
+			__m256 w1 = cnt > 8 ? wide8(type, p + 8 * es, cnt - 8) : _mm256_setzero_ps();
+			if (fused) {
+				lo[r] = _mm256_fmadd_ps(w0, x0, lo[r]);
+				hi[r] = _mm256_fmadd_ps(w1, x1, hi[r]);
+			} else {
+				lo[r] = _mm256_add_ps(lo[r], mul_rounded2(w0, x0));
+				hi[r] = _mm256_add_ps(hi[r], mul_rounded2(w1, x1));
+			}
+		}
 	}
+	for (int r = 0; r < R; r++) {
+		dst[r] = lanes16(lo[r], hi[r]);
+	}
+}
+
+INLINE A2 void matvec2(int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                       float *dst) {
+	for (int o = lo; o < hi; o += 4) {
+		const uint8_t *wr = w + (size_t)o * rowBytes;
+		switch (hi - o < 4 ? hi - o : 4) {
+		case 1: mv2_rows(1, type, fused, x, k, wr, rowBytes, dst + o); break;
+		case 2: mv2_rows(2, type, fused, x, k, wr, rowBytes, dst + o); break;
+		case 3: mv2_rows(3, type, fused, x, k, wr, rowBytes, dst + o); break;
+		default: mv2_rows(4, type, fused, x, k, wr, rowBytes, dst + o); break;
+		}
+	}
+}
+
+static A2 void matvec2_f32(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
+	matvec2(T_F32, 0, x, k, w, rowBytes, lo, hi, dst);
+}
+static A2 void matvec2_f16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
+	matvec2(T_F16, 1, x, k, w, rowBytes, lo, hi, dst);
+}
+static A2 void matvec2_bf16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
+	matvec2(T_BF16, 1, x, k, w, rowBytes, lo, hi, dst);
 }
 
 static A2 void matmat_avx2(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                            int hi, float *dst, int m) {
 	float panel[KC * 16] __attribute__((aligned(32)));
 	pack_fn pack = type == T_F32 ? pack2_f32 : type == T_F16 ? pack2_f16 : pack2_bf16;
-	matmat_float(16, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, tiles2, panel);
+	matmat_float(16, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, type == T_F32 ? tiles2_f32 : tiles2, panel);
 }
 
 void glint_matmat(int level, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                   int hi, float *dst, int m) {
-	if (level >= 2) {
+	if (level >= 2 && n == 1) {
+		switch (type) {
+		case T_F32: matvec5_f32(x, k, w, rowBytes, lo, hi, dst); break;
+		case T_F16: matvec5_f16(x, k, w, rowBytes, lo, hi, dst); break;
+		default: matvec5_bf16(x, k, w, rowBytes, lo, hi, dst); break;
+		}
+	} else if (level >= 2) {
 		matmat_avx512(type, x, n, k, w, rowBytes, lo, hi, dst, m);
+	} else if (n == 1) {
+		switch (type) {
+		case T_F32: matvec2_f32(x, k, w, rowBytes, lo, hi, dst); break;
+		case T_F16: matvec2_f16(x, k, w, rowBytes, lo, hi, dst); break;
+		default: matvec2_bf16(x, k, w, rowBytes, lo, hi, dst); break;
+		}
 	} else {
 		matmat_avx2(type, x, n, k, w, rowBytes, lo, hi, dst, m);
 	}
@@ -683,6 +762,54 @@ static A2 void quantize_q8_k_avx2(const float *x, int k, int8_t *q, float *d, in
 	}
 }
 
+// round_f16 and round_bf16 round to F16 (BF16) and back, to nearest even,
+// bit for bit as dtype.RoundActivations: vcvtps2ph with an immediate
+// rounding mode, and for BF16 the reference's own integer rounding (NaN stays
+// a quiet NaN).
+static A2 void round_f16(const float *x, float *dst, size_t n) {
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+	}
+	for (; i < n; i++) {
+		dst[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+	}
+}
+
+static A2 void round_bf16(const float *x, float *dst, size_t n) {
+	const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+	const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1), hi = _mm256_set1_epi32((int)0xFFFF0000u);
+	const __m256i quiet = _mm256_set1_epi32(0x400000);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+		__m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+		__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+		r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
+		_mm256_storeu_si256((__m256i *)(dst + i), _mm256_and_si256(r, hi));
+	}
+	for (; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, x + i, 4);
+		if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+			u |= 0x400000u;
+		} else {
+			u += 0x7FFFu + ((u >> 16) & 1u);
+		}
+		u &= 0xFFFF0000u;
+		memcpy(dst + i, &u, 4);
+	}
+}
+
+void glint_round_act(int type, const float *x, float *dst, size_t n) {
+	if (type == T_F16) {
+		round_f16(x, dst, n);
+	} else {
+		round_bf16(x, dst, n);
+	}
+}
+
 void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c) {
 	quantize_q8_0_avx2(x, k, off, q, d, c);
 }
@@ -735,32 +862,66 @@ INLINE A2 __m256i bdot_q8_avx2(__m256i init, const uint8_t *qs, __m256i x) {
 	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+// sum8x8 returns the sums of the eight int32 lanes of each of v[0…7], in
+// that order: exact block dot products from their 8 lanes of partial sums.
+INLINE A2 __m256i sum8x8(const __m256i v[8]) {
+	__m256i t[4], u[2];
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+		                        _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+	}
+	for (int i = 0; i < 2; i++) {
+		u[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+		                        _mm256_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+	}
+	return _mm256_add_epi32(_mm256_permute2x128_si256(u[0], u[1], 0x20), _mm256_permute2x128_si256(u[0], u[1], 0x31));
+}
+
+// add_terms adds the block terms c (float32, already rounded) to two
+// vectors of double sums, lanes 0-3 and 4-7.
+INLINE A2 void add_terms(__m256 c, __m256d *lo, __m256d *hi) {
+	*lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(c)));
+	*hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)));
+}
+
 // QTILE defines a micro-kernel for R weight rows × T tokens of Q4_0 or Q8_0
 // (block size bb bytes): each unpacked weight block and each activation
-// block is loaded once and used T (R) times; acc[r][t] collects
-// Σ_b cvt(dot)·(dw·dx) and is reduced to dst[t*m + r] at the end.
+// block is loaded once and used T (R) times. Per block, the dot products'
+// lanes are summed to exact integers (sum8x8), each is scaled by dw·dx in
+// float32 as the reference does, and added in double. Pair (r, t) keeps its
+// sum in lane 4r + t of acc (pairs past T are zero), so that the scales
+// of a vector of 8 pairs are two rows' dw times the same four dx.
 #define QTILE(name, attr, bdot, bb)                                                                          \
 	INLINE attr void name(int R, int T, const int8_t *q, const float *xd, const int32_t *xc, int k,            \
 	                      const uint8_t *w, size_t rowBytes, float *dst, int m) {                            \
-		__m256 acc[4][4];                                                                                     \
-		for (int r = 0; r < R; r++)                                                                           \
-			for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();                                      \
+		__m256d acc[4];                                                                                       \
+		for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_pd();                                             \
 		int nb = k / 32;                                                                                      \
 		for (int b = 0; b < nb; b++) {                                                                        \
-			__m256 dw[4];                                                                                     \
-			for (int r = 0; r < R; r++) dw[r] = _mm256_broadcast_ss(&f16tab[le16(w + r * rowBytes + (size_t)b * bb)]); \
+			__m256i dp[16];                                                                                   \
+			float dxs[4] = {0, 0, 0, 0};                                                                      \
+			for (int t = 0; t < T; t++) dxs[t] = xd[(size_t)t * nb + b];                                      \
+			__m128 dx4 = _mm_setr_ps(dxs[0], dxs[1], dxs[2], dxs[3]);                                         \
+			__m256 dx8 = _mm256_set_m128(dx4, dx4);                                                           \
+			for (int p = 0; p < 16; p++) dp[p] = _mm256_setzero_si256();                                      \
 			for (int t = 0; t < T; t++) {                                                                     \
 				__m256i xv = _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b));               \
 				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[(size_t)t * nb + b]));             \
-				__m256 dx = _mm256_broadcast_ss(&xd[(size_t)t * nb + b]);                                     \
-				for (int r = 0; r < R; r++) {                                                                 \
-					__m256i dp = bdot(init, w + r * rowBytes + (size_t)b * bb + 2, xv);                       \
-					acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_mul_ps(dw[r], dx), acc[r][t]); \
-				}                                                                                             \
+				for (int r = 0; r < R; r++) dp[4 * r + t] = bdot(init, w + r * rowBytes + (size_t)b * bb + 2, xv); \
+			}                                                                                                 \
+			for (int r = 0; r < R; r += 2) {                                                                  \
+				__m128 d0 = _mm_set1_ps(f16tab[le16(w + r * rowBytes + (size_t)b * bb)]);                     \
+				__m128 d1 = r + 1 < R ? _mm_set1_ps(f16tab[le16(w + (r + 1) * rowBytes + (size_t)b * bb)])    \
+				                      : _mm_setzero_ps();                                                     \
+				__m256 sc = _mm256_mul_ps(_mm256_set_m128(d1, d0), dx8);                                      \
+				__m256 c = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc);                         \
+				add_terms(c, &acc[r], &acc[r + 1]);                                                           \
 			}                                                                                                 \
 		}                                                                                                     \
+		double out[16];                                                                                       \
+		for (int i = 0; i < 4; i++) _mm256_storeu_pd(out + 4 * i, acc[i]);                                    \
 		for (int r = 0; r < R; r++)                                                                           \
-			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = hsum8(acc[r][t]);                           \
+			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = (float)out[4 * r + t];                       \
 	}
 
 QTILE(tile_q4_vnni, A3, bdot_q4_vnni, 18)
@@ -788,7 +949,7 @@ INLINE A2 void q6k_unpack(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
 // −32 is applied once per super-block from the activation group sums.
 // VNNI would save nothing here: the scale multiply needs vpmaddwd anyway.
 static A2 float dot_q6_k(const int8_t *q, const float *xd, const int16_t *bs, const uint8_t *w, int k, size_t pf) {
-	__m256 acc = _mm256_setzero_ps();
+	double acc = 0;
 	for (int b = 0; b < k / 256; b++) {
 		const uint8_t *blk = w + (size_t)b * 210;
 		// Rows are read in order; fetching pf bytes ahead hides the miss at
@@ -815,9 +976,12 @@ static A2 float dot_q6_k(const int8_t *q, const float *xd, const int16_t *bs, co
 				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(s8, sh)));
 			}
 		}
-		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16at(blk + 208) * xd[b]), acc);
+		// The super-block's term, rounded as the reference rounds it, added
+		// in double (quant.go says why).
+		float c = f16at(blk + 208) * xd[b] * (float)hsum8i(isum);
+		acc += c;
 	}
-	return hsum8(acc);
+	return (float)acc;
 }
 
 // CASES4 expands to the four token counts of an R-row tile, each a call
@@ -861,17 +1025,19 @@ QMATMAT(matmat_q8_avx2, A2, tile_q8_avx2, 2)
 // These kernels (level 4: VNNI plus VBMI) work on 512-bit vectors: one
 // vpermt2b gathers the quants of four Q4_0 blocks (two Q8_0 blocks) from
 // their 18- (34-) byte records, and one vpermw spreads the blocks' f16
-// scales over the lanes that hold each block's partial sums, so a group
-// costs one convert and one FMA instead of one per block. The activations
+// scales over the lanes that hold each block's partial sums. Four rows'
+// partial sums are then summed per block in one shuffle tree (sum4x4), so
+// that a group costs one convert, two multiplies and the double adds for
+// 16 block terms instead of per block and row. The activations
 // are laid out once per call to match: for Q4_0 low nibbles (elements 0-15
 // of a block) and high nibbles (16-31) of four blocks each fill one vector,
 // and dx and the correction c are spread to the same lanes (c in the first
 // lane of its block, where vpdpbusd's accumulator starts).
 //
 // Prefill uses the same Q4_0 groups in tiles of 4 rows × 4 tokens. Q8_0
-// prefill keeps the 256-bit tiles: with no nibbles to unpack, both are
+// prefill keeps the 256-bit tiles: with no nibbles to unpack, both were
 // bound by vpdpbusd and the int→float convert, which share one port at
-// 512 bits, and measured the same.
+// 512 bits, and measured the same (before the double sums).
 
 // DECODE_KMAX bounds k for the per-call activation layout, which lives on
 // the (C) stack: about 2k bytes.
@@ -892,16 +1058,68 @@ INLINE AV __m512i scale_idx(int per, int stride) {
 	return _mm512_loadu_si512(idx);
 }
 
-// q4_decode_rows accumulates R rows (R ≤ 4) of whole 4-block groups.
+// sum4x4 returns, in each 128-bit lane L, the sums of lane L's four int32
+// of s0, s1, s2 and s3, in that order: the exact dot products of one block
+// (Q4_0) or half-block (Q8_0) for four rows.
+INLINE AV __m512i sum4x4(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+	__m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
+	__m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
+	return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+}
+
+// tr4 gathers, in each 128-bit lane, one value of each of a0…a3, whose four
+// values in that lane are equal (the block scales): the layout of sum4x4.
+INLINE AV __m512 tr4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+	__m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(a0, a1)), t1 = _mm512_castps_pd(_mm512_unpacklo_ps(a2, a3));
+	return _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t1));
+}
+
+// add_terms16 adds the float32 block terms c to two vectors of double sums,
+// lanes 0-7 and 8-15.
+INLINE AV void add_terms16(__m512 c, __m512d *lo, __m512d *hi) {
+	*lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(c)));
+	*hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(c, 1)));
+}
+
+// row_sum4 is row r's total of double sums laid out as by sum4x4 over four
+// blocks (acc[0]: blocks 0 and 1, acc[1]: blocks 2 and 3).
+INLINE AV double row_sum4(const __m512d acc[2], int r) {
+	double a[16];
+	_mm512_storeu_pd(a, acc[0]);
+	_mm512_storeu_pd(a + 8, acc[1]);
+	return a[r] + a[4 + r] + a[8 + r] + a[12 + r];
+}
+
+// term_q4 and term_q8 are one block's term as the reference rounds it:
+// (dw·dx)·Σ qw·qx in float32.
+INLINE AV float term_q4(const uint8_t *blk, const int8_t *q, float dx, int32_t c) {
+	__m256i dp = bdot_q4_vnni(_mm256_zextsi128_si256(_mm_cvtsi32_si128(c)), blk + 2, _mm256_loadu_si256((const __m256i *)q));
+	return f16tab[le16(blk)] * dx * (float)hsum8i(dp);
+}
+
+INLINE AV float term_q8(const uint8_t *blk, const int8_t *q, float dx, int32_t c) {
+	__m256i dp = bdot_q8_vnni(_mm256_zextsi128_si256(_mm_cvtsi32_si128(c)), blk + 2, _mm256_loadu_si256((const __m256i *)q));
+	return f16tab[le16(blk)] * dx * (float)hsum8i(dp);
+}
+
+// q4_decode_rows accumulates R rows (R ≤ 4) of whole 4-block groups into
+// acc, laid out as row_sum4 reads it.
 INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
-                              const uint8_t *w, size_t rowBytes, __m512 acc[4]) {
+                              const uint8_t *w, size_t rowBytes, __m512d acc[2]) {
 	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
-	for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+	acc[0] = acc[1] = _mm512_setzero_pd();
 	for (int g = 0; g < ng; g++) {
 		__m512i xl = _mm512_loadu_si512(xr + 128 * g), xh = _mm512_loadu_si512(xr + 128 * g + 64);
 		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
 		__m512i c = _mm512_loadu_si512(ci + 16 * g);
-		for (int r = 0; r < R; r++) {
+		__m512i s[4];
+		__m512 sw[4];
+		for (int r = 0; r < 4; r++) {
+			if (r >= R) {
+				s[r] = _mm512_setzero_si512();
+				sw[r] = _mm512_setzero_ps();
+				continue;
+			}
 			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
 			// The next pass reads 4 rows further on; fetching it now hides the
 			// miss at each 4 KiB page, where the hardware prefetchers stop.
@@ -910,11 +1128,13 @@ INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const i
 			__m512i a = _mm512_loadu_si512(p);
 			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
 			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
-			__m512i s = _mm512_dpbusd_epi32(c, _mm512_and_si512(qs, m4), xl);
-			s = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4), xh);
-			__m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a))), dx);
-			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);
+			s[r] = _mm512_dpbusd_epi32(c, _mm512_and_si512(qs, m4), xl);
+			s[r] = _mm512_dpbusd_epi32(s[r], _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4), xh);
+			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
 		}
+		__m512 sc = _mm512_mul_ps(tr4(sw[0], sw[1], sw[2], sw[3]), dx);
+		__m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), sc);
+		add_terms16(t, &acc[0], &acc[1]);
 	}
 }
 
@@ -938,7 +1158,7 @@ static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *x
 	for (int o = lo; o < hi; o += 4) {
 		int R = hi - o < 4 ? hi - o : 4;
 		const uint8_t *wr = w + (size_t)o * rowBytes;
-		__m512 acc[4];
+		__m512d acc[2];
 		switch (R) {
 		case 1: q4_decode_rows(1, xr, dxv, ci, ng, wr, rowBytes, acc); break;
 		case 2: q4_decode_rows(2, xr, dxv, ci, ng, wr, rowBytes, acc); break;
@@ -946,15 +1166,12 @@ static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *x
 		default: q4_decode_rows(4, xr, dxv, ci, ng, wr, rowBytes, acc); break;
 		}
 		for (int r = 0; r < R; r++) {
+			double sum = row_sum4(acc, r);
 			// Blocks past the last whole group, one at a time.
-			__m256 t = _mm256_setzero_ps();
 			for (int b = 4 * ng; b < nb; b++) {
-				const uint8_t *blk = wr + r * rowBytes + (size_t)b * 18;
-				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[b]));
-				__m256i dp = bdot_q4_vnni(init, blk + 2, _mm256_loadu_si256((const __m256i *)(q + 32 * b)));
-				t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(f16tab[le16(blk)] * xd[b]), t);
+				sum += term_q4(wr + r * rowBytes + (size_t)b * 18, q + 32 * b, xd[b], xc[b]);
 			}
-			dst[o + r] = _mm512_reduce_add_ps(acc[r]) + hsum8(t);
+			dst[o + r] = (float)sum;
 		}
 	}
 }
@@ -968,16 +1185,25 @@ INLINE AV __m512i q8_pair_idx(void) {
 	return _mm512_loadu_si512(idx);
 }
 
-// q8_decode_rows accumulates R rows (R ≤ 4) of whole block pairs.
+// q8_decode_rows accumulates R rows (R ≤ 4) of whole block pairs into acc:
+// lanes 0-3 hold rows 0-3 of the first block of each pair, lanes 4-7 of the
+// second.
 INLINE AV void q8_decode_rows(int R, const int8_t *q, const float *dxv, const int32_t *ci, int np,
-                              const uint8_t *w, size_t rowBytes, __m512 acc[4]) {
+                              const uint8_t *w, size_t rowBytes, __m512d *acc) {
 	const __m512i pidx = q8_pair_idx(), sidx = scale_idx(8, 17), flip = _mm512_set1_epi8((char)0x80);
-	for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+	*acc = _mm512_setzero_pd();
 	for (int g = 0; g < np; g++) {
 		__m512i x = _mm512_loadu_si512(q + 64 * g);
 		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
 		__m512i c = _mm512_loadu_si512(ci + 16 * g);
-		for (int r = 0; r < R; r++) {
+		__m512i s[4];
+		__m512 sw[4];
+		for (int r = 0; r < 4; r++) {
+			if (r >= R) {
+				s[r] = _mm512_setzero_si512();
+				sw[r] = _mm512_setzero_ps();
+				continue;
+			}
 			const uint8_t *p = w + r * rowBytes + 68 * (size_t)g;
 			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
 			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
@@ -985,10 +1211,17 @@ INLINE AV void q8_decode_rows(int R, const int8_t *q, const float *dxv, const in
 			memcpy(&tail, p + 64, 4);
 			__m512i a = _mm512_loadu_si512(p);
 			__m512i qs = _mm512_permutex2var_epi8(a, pidx, _mm512_zextsi128_si512(_mm_cvtsi32_si128(tail)));
-			__m512i s = _mm512_dpbusd_epi32(c, _mm512_xor_si512(qs, flip), x);
-			__m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a))), dx);
-			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);
+			s[r] = _mm512_dpbusd_epi32(c, _mm512_xor_si512(qs, flip), x);
+			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
 		}
+		// Half-block sums per 128-bit lane; adding the neighbouring lane
+		// completes each block in lanes 0 (first block) and 2 (second).
+		__m512i h = sum4x4(s[0], s[1], s[2], s[3]);
+		h = _mm512_add_epi32(h, _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+		__m512 sc = _mm512_mul_ps(tr4(sw[0], sw[1], sw[2], sw[3]), dx);
+		__m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(h), sc);
+		t = _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 0, 2, 0));
+		*acc = _mm512_add_pd(*acc, _mm512_cvtps_pd(_mm512_castps512_ps256(t)));
 	}
 }
 
@@ -1006,22 +1239,21 @@ static AV void matvec_q8_vnni(const int8_t *q, const float *xd, const int32_t *x
 	for (int o = lo; o < hi; o += 4) {
 		int R = hi - o < 4 ? hi - o : 4;
 		const uint8_t *wr = w + (size_t)o * rowBytes;
-		__m512 acc[4];
+		__m512d acc;
 		switch (R) {
-		case 1: q8_decode_rows(1, q, dxv, ci, np, wr, rowBytes, acc); break;
-		case 2: q8_decode_rows(2, q, dxv, ci, np, wr, rowBytes, acc); break;
-		case 3: q8_decode_rows(3, q, dxv, ci, np, wr, rowBytes, acc); break;
-		default: q8_decode_rows(4, q, dxv, ci, np, wr, rowBytes, acc); break;
+		case 1: q8_decode_rows(1, q, dxv, ci, np, wr, rowBytes, &acc); break;
+		case 2: q8_decode_rows(2, q, dxv, ci, np, wr, rowBytes, &acc); break;
+		case 3: q8_decode_rows(3, q, dxv, ci, np, wr, rowBytes, &acc); break;
+		default: q8_decode_rows(4, q, dxv, ci, np, wr, rowBytes, &acc); break;
 		}
+		double a[8];
+		_mm512_storeu_pd(a, acc);
 		for (int r = 0; r < R; r++) {
-			__m256 t = _mm256_setzero_ps();
+			double sum = a[r] + a[4 + r];
 			for (int b = 2 * np; b < nb; b++) {
-				const uint8_t *blk = wr + r * rowBytes + (size_t)b * 34;
-				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[b]));
-				__m256i dp = bdot_q8_vnni(init, blk + 2, _mm256_loadu_si256((const __m256i *)(q + 32 * b)));
-				t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(f16tab[le16(blk)] * xd[b]), t);
+				sum += term_q8(wr + r * rowBytes + (size_t)b * 34, q + 32 * b, xd[b], xc[b]);
 			}
-			dst[o + r] = _mm512_reduce_add_ps(acc[r]) + hsum8(t);
+			dst[o + r] = (float)sum;
 		}
 	}
 }
@@ -1051,13 +1283,17 @@ INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const i
                        const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
                        size_t rowBytes, float *dst, int m) {
 	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
-	__m512 acc[4][4];
-	for (int r = 0; r < R; r++)
-		for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+	__m512d acc[4][2];
+	for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_pd();
 	for (int g = 0; g < ng; g++) {
 		__m512i wl[4], wh[4];
 		__m512 sw[4];
-		for (int r = 0; r < R; r++) {
+		for (int r = 0; r < 4; r++) {
+			if (r >= R) {
+				wl[r] = wh[r] = _mm512_setzero_si512();
+				sw[r] = _mm512_setzero_ps();
+				continue;
+			}
 			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
 			__m512i a = _mm512_loadu_si512(p);
 			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
@@ -1066,28 +1302,29 @@ INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const i
 			wh[r] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
 			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
 		}
+		__m512 swt = tr4(sw[0], sw[1], sw[2], sw[3]);
 		for (int t = 0; t < T; t++) {
 			size_t xo = (size_t)t * ng * 128 + 128 * (size_t)g, so = (size_t)t * ng * 16 + 16 * (size_t)g;
 			__m512i xl = _mm512_loadu_si512(xr + xo), xh = _mm512_loadu_si512(xr + xo + 64);
 			__m512 dx = _mm512_loadu_ps(dxv + so);
 			__m512i c = _mm512_loadu_si512(ci + so);
-			for (int r = 0; r < R; r++) {
-				__m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wl[r], xl), wh[r], xh);
-				acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[r], dx), acc[r][t]);
+			__m512i s[4];
+			for (int r = 0; r < 4; r++) {
+				s[r] = r < R ? _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wl[r], xl), wh[r], xh) : _mm512_setzero_si512();
 			}
+			__m512 tt = _mm512_mul_ps(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), _mm512_mul_ps(swt, dx));
+			add_terms16(tt, &acc[t][0], &acc[t][1]);
 		}
 	}
 	int nb = k / 32;
-	for (int r = 0; r < R; r++) {
-		for (int t = 0; t < T; t++) {
-			__m256 tl = _mm256_setzero_ps();
+	for (int t = 0; t < T; t++) {
+		for (int r = 0; r < R; r++) {
+			double sum = row_sum4(acc[t], r);
 			for (int b = 4 * ng; b < nb; b++) {
-				const uint8_t *blk = w + r * rowBytes + (size_t)b * 18;
-				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[(size_t)t * nb + b]));
-				__m256i dp = bdot_q4_vnni(init, blk + 2, _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b)));
-				tl = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(f16tab[le16(blk)] * xd[(size_t)t * nb + b]), tl);
+				sum += term_q4(w + r * rowBytes + (size_t)b * 18, q + (size_t)t * k + 32 * b, xd[(size_t)t * nb + b],
+				               xc[(size_t)t * nb + b]);
 			}
-			dst[(size_t)t * m + r] = _mm512_reduce_add_ps(acc[r][t]) + hsum8(tl);
+			dst[(size_t)t * m + r] = (float)sum;
 		}
 	}
 }

@@ -7,13 +7,9 @@
 // AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
 int glint_simd_level(void);
 
-// glint_matvec computes dst[o] = x · row o of w for lo <= o < hi, for float
-// weights (F32, F16, BF16).
-void glint_matvec(int level, int type, const float *x, const uint8_t *w, size_t rowBytes, int k, int lo, int hi,
-                  float *dst);
-
 // glint_matmat computes dst[t*m + o] = x[t] · row o of w for t < n and
-// lo <= o < hi, for float weights.
+// lo <= o < hi, for float weights (F32, F16, BF16), in the portable path's
+// summation orders (kernels.go: dot for n = 1, dotChunk otherwise).
 void glint_matmat(int level, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                   int hi, float *dst, int m);
 
@@ -23,6 +19,10 @@ void glint_matmat(int level, int type, const float *x, int n, int k, const uint8
 // Q8_K, d[b] is the 256-block's scale and bs[j] the sum of 16-element group j.
 void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c);
 void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs);
+
+// glint_round_act rounds n floats to F16 or BF16 (type) and back into dst,
+// as dtype.RoundActivations does.
+void glint_round_act(int type, const float *x, float *dst, size_t n);
 
 // glint_matmat_q computes dst[t*m + o] = x[t] · row o of the quantised
 // weight w (Q4_0, Q8_0 or Q6_K) for t < n and lo <= o < hi, from n rows of

@@ -23,16 +23,8 @@ func detectSIMD() simdLevel {
 	return l
 }
 
-// simdMatVec computes t.dst[o] for rows lo…hi-1 of a one-token matmul with
-// float weights.
-func simdMatVec(level simdLevel, t *task, rowBytes, lo, hi int) {
-	C.glint_matvec(C.int(level), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])),
-		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(t.k), C.int(lo), C.int(hi),
-		(*C.float)(unsafe.Pointer(&t.dst[0])))
-}
-
-// simdMatMat computes rows lo…hi-1 of every token of a prefill matmul with
-// float weights.
+// simdMatMat computes rows lo…hi-1 of every token of a matmul with float
+// weights, decode included.
 func simdMatMat(level simdLevel, t *task, rowBytes, lo, hi int) {
 	C.glint_matmat(C.int(level), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
@@ -63,6 +55,13 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 // simdQuantize quantises rows lo…hi-1 of x (k wide) into a, as
 // quantizeRowsGo does, bit for bit.
 func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
+	if at == dtype.F16 || at == dtype.BF16 {
+		if hi > lo && k > 0 {
+			C.glint_round_act(C.int(at), (*C.float)(unsafe.Pointer(&x[lo*k])), (*C.float)(unsafe.Pointer(&a.f[lo*k])),
+				C.size_t((hi-lo)*k))
+		}
+		return
+	}
 	for i := lo; i < hi; i++ {
 		xp := (*C.float)(unsafe.Pointer(&x[i*k]))
 		qp := (*C.int8_t)(unsafe.Pointer(&a.q[i*k]))

@@ -9,8 +9,6 @@ import "github.com/glint-llm/glint/dtype"
 
 func detectSIMD() simdLevel { return simdOff }
 
-func simdMatVec(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
-
 func simdMatMat(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
 
 func simdMatMatQ(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }

@@ -163,6 +163,17 @@ func (b *Backend) WriteF32(t backend.Tensor, off int, src []float32) error {
 
 // ReadF32 implements backend.Backend.
 func (b *Backend) ReadF32(t backend.Tensor, off int, dst []float32) error {
+	if ct, ok := t.(*Tensor); ok && ct != nil && ct.dt == dtype.F16 {
+		// An F16 tensor (the KV cache) widens exactly.
+		ct, err := b.hostRange("ReadF32", t, dtype.F16, off, len(dst))
+		if err != nil {
+			return err
+		}
+		for i, h := range halfs(ct)[off : off+len(dst)] {
+			dst[i] = dtype.F16ToF32(h)
+		}
+		return nil
+	}
 	ct, err := b.hostRange("ReadF32", t, dtype.F32, off, len(dst))
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package opencl
 
 import (
 	"fmt"
+
+	"github.com/glint-llm/glint/dtype"
 )
 
 // attnLocal checks that the device has the attention kernels' local memory
@@ -41,10 +43,21 @@ func (b *Backend) attnPartitions(n, kvLen, heads int) int {
 	return max(1, min(want, most))
 }
 
-// attendSplit is flash-decoding (attention_part, then attention_merge) of
-// one query over kvLen positions in parts partitions.
+// kvIndex is a cache's index into the attention kernel tables: 0 for F32,
+// 1 for F16 (attend has checked that it is one of the two).
+func kvIndex(c *tensor) int {
+	if c.dt == dtype.F16 {
+		return 1
+	}
+	return 0
+}
+
+// attendSplit is flash-decoding (attention_stats, attention_part, then
+// attention_merge) of one query over kvLen positions in parts partitions.
+// The statistics pass is what lets every partition round its probabilities
+// with the global maximum and sum, as the single pass does.
 func (b *Backend) attendSplit(op string, ot, qt, kt, vt *tensor, kvLen, parts, heads, kvHeads, headDim int, scale float32) {
-	kp := b.attentionPart
+	kp := b.attentionPart[kvIndex(kt)][kvIndex(vt)]
 	if !b.attnLocal(op, kp, headDim) {
 		return
 	}
@@ -61,6 +74,21 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt *tensor, kvLen, parts, h
 		}
 		b.attnScratch, b.attnScratchBytes = m, need
 	}
+
+	ks := b.attentionStats[kvIndex(kt)]
+	b.argMem(ks, 0, b.attnScratch)
+	b.argMem(ks, 1, qt.mem)
+	b.argMem(ks, 2, kt.mem)
+	b.argI32(ks, 3, kvLen)
+	b.argI32(ks, 4, partLen)
+	b.argI32(ks, 5, heads)
+	b.argI32(ks, 6, kvHeads)
+	b.argI32(ks, 7, headDim)
+	b.argF32(ks, 8, scale)
+	b.argLocal(ks, 9, 4*headDim)
+	b.argLocal(ks, 10, 4*ks.wg)
+	b.launch(ks, 2, [3]int{ks.wg * heads, parts, 1}, [3]int{ks.wg, 1, 1})
+
 	b.argMem(kp, 0, b.attnScratch)
 	b.argMem(kp, 1, qt.mem)
 	b.argMem(kp, 2, kt.mem)

@@ -24,6 +24,7 @@ type DeviceInfo struct {
 	MaxWorkGroup int
 	CVersion     string // OpenCL C version, e.g. "OpenCL C 1.2 PoCL"
 	FP16         bool   // cl_khr_fp16
+	FP64         bool   // cl_khr_fp64 (RoPE uses it where present, see rope.cl)
 	Subgroups    bool   // cl_khr_subgroups or cl_intel_subgroups
 	// CorrectDivide: CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in
 	// CL_DEVICE_SINGLE_FP_CONFIG (see buildProgram).
@@ -152,6 +153,8 @@ func describe(d cl.Device) (DeviceInfo, error) {
 		switch e {
 		case "cl_khr_fp16":
 			info.FP16 = true
+		case "cl_khr_fp64":
+			info.FP64 = true
 		case "cl_khr_subgroups", "cl_intel_subgroups":
 			info.Subgroups = true
 		}

@@ -95,17 +95,29 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	// Block formats read activations rounded as dtype.RoundActivations
 	// defines, from b.act (quant.cl); their kernels take the quants and
 	// the scales where the float kernels take x, one argument further on.
+	// F16 and BF16 weights round their activations too, once into b.act.q
+	// for all output rows, except that on a GPU mv rounds as it reads
+	// (MV_ROUNDED_X in weights.cl says why).
+	xm := xt.mem
 	xArgs := func(k *kern) int {
 		if wk.quant == nil {
-			b.argMem(k, 2, xt.mem)
+			b.argMem(k, 2, xm)
 			return 3
 		}
 		b.argMem(k, 2, b.act.q)
 		b.argMem(k, 3, b.act.d)
 		return 4
 	}
-	if wk.quant != nil && !b.quantize(op, xt, n, in, wt.dt.ActivationType(), wk.quant) {
-		return
+	switch {
+	case wk.quant != nil:
+		if !b.quantize(op, xt, n, in, wt.dt.ActivationType(), wk.quant) {
+			return
+		}
+	case wk.round != nil && (n > 1 || b.mat.cpu):
+		if !b.quantize(op, xt, n, in, wt.dt.ActivationType(), wk.round) {
+			return
+		}
+		xm = b.act.q
 	}
 	if n == 1 {
 		k := wk.mv
@@ -154,8 +166,10 @@ const mmqChunk = 256
 
 // actScratch is the device copy of a matmul's activations rounded to an
 // activation type (quant.cl): int8 quants q (row i at byte i·K) and float
-// scales d (row i at i·K/block). It is grown, never shrunk, so a model
-// allocates it at its first prefill and decodes without allocating.
+// scales d (row i at i·K/block); for F16 and BF16 weights, q holds the
+// rounded activations as floats (round_act_T, matmul.cl) and d is unused.
+// It is grown, never shrunk, so a model allocates it at its first prefill
+// and decodes without allocating.
 //
 // src, ver, at, rows and cols say what it holds: the first rows rows of
 // tensor src at version ver, rounded to at. Consecutive matmuls on the same
@@ -172,13 +186,30 @@ type actScratch struct {
 
 // quantize rounds the first n rows of x (k columns) to activation type at
 // into b.act, unless it already holds them, and reports whether it may be
-// used.
+// used. For F16 and BF16 (qk is round_act_T) b.act.q holds the rounded
+// floats and b.act.d is unused.
 func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *kern) bool {
 	a := &b.act
 	if a.src == x && a.ver == x.ver && a.at == at && a.cols == k && a.rows >= n {
 		return true
 	}
 	a.src = nil
+	if at == dtype.F16 || at == dtype.BF16 {
+		// The rounded values stay floats, in q: the float kernels read them
+		// as they would read x.
+		if !b.fits(op, "activation elements", n*k) || !b.grow(op, &a.q, &a.qBytes, 4*n*k) {
+			return false
+		}
+		b.argMem(qk, 0, x.mem)
+		b.argMem(qk, 1, a.q)
+		b.argI32(qk, 2, n*k)
+		b.launch(qk, 1, [3]int{roundUp(n*k, qk.wg), 1, 1}, [3]int{qk.wg, 1, 1})
+		if b.err != nil {
+			return false
+		}
+		a.src, a.ver, a.at, a.rows, a.cols = x, x.ver, at, n, k
+		return true
+	}
 	block := at.BlockSize()
 	qBytes, dBytes := n*k, 4*(n*k/block)
 	if !b.grow(op, &a.q, &a.qBytes, qBytes) || !b.grow(op, &a.d, &a.dBytes, dBytes) {

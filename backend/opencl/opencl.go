@@ -1,11 +1,13 @@
 // Package opencl is glint's GPU backend: backend.Backend on any OpenCL 1.2
 // device (NVIDIA, AMD, Intel, Apple, or PoCL on a CPU). Weights stay in their
 // stored type in device memory and are dequantised inside the kernels
-// (package kernels); activations, the KV cache and the workspace are F32
-// device buffers allocated once. Matmuls with block-format weights first
-// round their activations to int8 blocks (dtype.RoundActivations, as the
-// CPU backend does) and multiply in integers. Ops are queued
-// asynchronously; only the Read calls, Sync and Close wait.
+// (package kernels); activations and the workspace are F32 device buffers
+// allocated once, the KV cache F32 or F16 (attention rounds where llama.cpp
+// rounds for an f16 cache, see attention.cl). Matmuls round their
+// activations as dtype.RoundActivations defines, as the CPU backend does:
+// block-format weights to int8 blocks, multiplied in integers; F16 and BF16
+// weights to F16 and BF16. Ops are queued asynchronously; only the Read
+// calls, Sync and Close wait.
 //
 // A Backend is not safe for concurrent use. Its kernels need no OpenCL
 // extension; the program is built once per device per process.
@@ -97,15 +99,15 @@ func compile(d device, v variant) (*compiled, error) {
 const buildOptions = "-cl-std=CL1.2"
 
 // buildProgram builds src for d; cpu selects the kernels' CPU-device
-// variants (MM_WIDE_ACC in matmul.cl). Which variants a device gets is
-// decided by its type, but both build and run anywhere, so that tests on a
-// CPU device cover the GPU ones too. exactDiv, for a device that offers
+// variants (MM_WIDE_ACC in matmul.cl, MV_ROUNDED_X in weights.cl). Which
+// variants a device gets is decided by its type, but both build and run
+// anywhere, so that tests on a CPU device cover the GPU ones too. exactDiv, for a device that offers
 // correctly rounded division, asks for it: the activation quantisers
 // (quant.cl) must divide exactly as the CPU does.
 func buildProgram(ctx cl.Context, d cl.Device, src string, cpu, exactDiv bool) (cl.Program, error) {
 	opts := buildOptions
 	if cpu {
-		opts += " -DMM_WIDE_ACC"
+		opts += " -DMM_WIDE_ACC -DMV_ROUNDED_X"
 	}
 	if exactDiv {
 		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
@@ -128,9 +130,11 @@ type kern struct {
 
 // weightKernels are the per-type kernels of a weight format. For the block
 // formats mv, mm and mmc are quant.cl's integer kernels and quant rounds
-// their activations; plain types have no quant.
+// their activations; plain types have no quant. F16 and BF16 have round,
+// which rounds their activations for mm and mmc, and for mv on a CPU device
+// (a GPU's mv rounds as it reads, see weights.cl).
 type weightKernels struct {
-	mv, mm, mmc, embedding, quant *kern
+	mv, mm, mmc, embedding, quant, round *kern
 }
 
 // Backend runs ops on one OpenCL device.
@@ -142,8 +146,16 @@ type Backend struct {
 
 	byType                                           map[dtype.Type]weightKernels
 	rmsNorm, softmax, argmax, siluMul, add, copyKern *kern
-	rope, attention, attentionPart, attentionMerge   *kern
-	kernels                                          []*kern
+	// copyF16 copies F16 elements; copyF32F16 rounds F32 to F16 (the
+	// append to an f16 KV cache).
+	copyF16, copyF32F16 *kern
+	rope                *kern
+	// The attention kernels per cache type, indexed by kvIndex: [K] or
+	// [K][V] (see attention.cl).
+	attention, attentionPart [2][2]*kern
+	attentionStats           [2]*kern
+	attentionMerge           *kern
+	kernels                  []*kern
 
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
@@ -169,8 +181,6 @@ type Backend struct {
 	used    int64
 	err     error
 	closed  bool
-
-	ropeTables map[ropeKey]cl.Mem
 
 	profiling bool
 	pending   []pendingEvent
@@ -258,12 +268,24 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 			q = "q"
 		}
 		sfx := q + "_" + wt.suffix
-		b.byType[wt.dt] = weightKernels{mk("mv" + sfx), mk("mm" + sfx), mk("mmc" + sfx), mk("embedding_" + wt.suffix), quant[wt.dt.ActivationType()]}
+		wk := weightKernels{mk("mv" + sfx), mk("mm" + sfx), mk("mmc" + sfx), mk("embedding_" + wt.suffix), quant[wt.dt.ActivationType()], nil}
+		if wt.dt == dtype.F16 || wt.dt == dtype.BF16 {
+			wk.round = mk("round_act_" + wt.suffix)
+		}
+		b.byType[wt.dt] = wk
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
 	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
-	b.rope, b.attention = mk("rope"), mk("attention")
-	b.attentionPart, b.attentionMerge = mk("attention_part"), mk("attention_merge")
+	b.copyF16, b.copyF32F16 = mk("copy_f16"), mk("copy_f32_f16")
+	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
+	caches := [2]string{"f32", "f16"}
+	for ki, kn := range caches {
+		b.attentionStats[ki] = mk("attention_stats_" + kn)
+		for vi, vn := range caches {
+			b.attention[ki][vi] = mk("attention_" + kn + "_" + vn)
+			b.attentionPart[ki][vi] = mk("attention_part_" + kn + "_" + vn)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -427,10 +449,6 @@ func (b *Backend) release() {
 	b.attnScratch.Release()
 	b.act.q.Release()
 	b.act.d.Release()
-	for _, m := range b.ropeTables {
-		m.Release()
-	}
-	b.ropeTables = nil
 	if b.q != nil {
 		b.q.Release()
 	}

@@ -178,7 +178,7 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	b.argMem(k, 2, wt.mem)
 	b.argI32(k, 3, cols)
 	b.argF32(k, 4, eps)
-	b.argLocal(k, 5, 4*k.wg)
+	b.argLocal(k, 5, 8*k.wg) // doubles where the device has fp64 (norm.cl)
 	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
 }
 
@@ -226,12 +226,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 	b.argI32(k, 2, headDim)
 	b.argI32(k, 3, r.Dims)
 	b.argI32(k, 4, pos0)
-	tab, err := b.ropeTable(r.Theta, r.Dims)
-	if err != nil {
-		b.fail(err)
-		return
-	}
-	b.argMem(k, 5, tab)
+	b.argF32(k, 5, ropeThetaScale(r.Theta, r.Dims))
 	if freqs != nil {
 		b.argMem(k, 6, freqs.mem)
 		b.argI32(k, 7, 1)
@@ -288,7 +283,12 @@ func (b *Backend) Add(dst, a, c backend.Tensor, n int) {
 
 // copyElems queues the copy kernel over 4-byte elements.
 func (b *Backend) copyElems(d *tensor, dstOff int, s *tensor, srcOff, count int) {
-	k := b.copyKern
+	b.copyWith(b.copyKern, d, dstOff, s, srcOff, count)
+}
+
+// copyWith queues one of the copy kernels (elementwise.cl), which share
+// their arguments: dst, dstOff, src, srcOff, count, offsets in elements.
+func (b *Backend) copyWith(k *kern, d *tensor, dstOff int, s *tensor, srcOff, count int) {
 	b.argMem(k, 0, d.mem)
 	b.argU64(k, 1, dstOff)
 	b.argMem(k, 2, s.mem)
@@ -333,8 +333,17 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	if d == nil || s == nil {
 		return
 	}
-	if d.dt != s.dt || !copyable(d.dt) {
-		b.shape(op, "dst %v and src %v are not both F32 or both I32", d, s)
+	// Same-type copies move bits; F32 into F16 is the append to an f16 KV
+	// cache, rounded to nearest even as llama.cpp stores its cache.
+	k := b.copyKern
+	switch {
+	case d.dt == s.dt && copyable(d.dt):
+	case d.dt == dtype.F16 && s.dt == dtype.F16:
+		k = b.copyF16
+	case d.dt == dtype.F16 && s.dt == dtype.F32:
+		k = b.copyF32F16
+	default:
+		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, or F32 into F16", d, s)
 		return
 	}
 	if count < 0 || dstOff < 0 || srcOff < 0 || dstOff > d.elems-count || srcOff > s.elems-count {
@@ -342,7 +351,7 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		return
 	}
 	if count > 0 && b.fits(op, "count", count) {
-		b.copyElems(d, dstOff, s, srcOff, count)
+		b.copyWith(k, d, dstOff, s, srcOff, count)
 	}
 }
 
@@ -380,7 +389,11 @@ func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads,
 	}
 	kvRow := kvHeads * headDim
 	for _, c := range [2]*tensor{kt, vt} {
-		if c.dt != dtype.F32 || c.elems%kvRow != 0 || c.elems/kvRow < pos0+n {
+		if c.dt != dtype.F32 && c.dt != dtype.F16 {
+			b.shape(op, "cache %v is not F32 or F16", c)
+			return
+		}
+		if c.elems%kvRow != 0 || c.elems/kvRow < pos0+n {
 			b.shape(op, "cache %v does not hold %d positions of %d KV heads × %d", c, pos0+n, kvHeads, headDim)
 			return
 		}
@@ -392,7 +405,7 @@ func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads,
 		b.attendSplit(op, ot, qt, kt, vt, pos0+1, parts, heads, kvHeads, headDim, scale)
 		return
 	}
-	kk := b.attention
+	kk := b.attention[kvIndex(kt)][kvIndex(vt)]
 	if !b.attnLocal(op, kk, headDim) {
 		return
 	}

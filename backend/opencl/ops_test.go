@@ -294,14 +294,22 @@ func TestEmbedding(t *testing.T) {
 
 func TestRMSNorm(t *testing.T) {
 	f := newFixture(t)
-	n, cols := 3, 197
-	x := f.f32(f.rand((n+1)*cols, -3, 3), n+1, cols)
-	w := f.f32(f.rand(cols, 0.5, 1.5), cols)
-	dst := f.f32(nil, n+1, cols)
-	f.c.RMSNorm(dst.c, x.c, w.c, n, 1e-5)
-	f.o.RMSNorm(dst.o, x.o, w.o, n, 1e-5)
-	c, o := f.read(dst, n*cols)
-	f.close("rmsnorm", c, o, nil, 1e-5, 1e-7)
+	for _, cols := range []int{197, 2048, 8192} {
+		n := 3
+		x := f.f32(f.rand((n+1)*cols, -3, 3), n+1, cols)
+		w := f.f32(f.rand(cols, 0.5, 1.5), cols)
+		dst := f.f32(nil, n+1, cols)
+		f.c.RMSNorm(dst.c, x.c, w.c, n, 1e-5)
+		f.o.RMSNorm(dst.o, x.o, w.o, n, 1e-5)
+		c, o := f.read(dst, n*cols)
+		// With fp64 both follow ggml's operations (a double sum of float
+		// squares, exact or within 2⁻⁵³ in any order): the same bits.
+		tol, abs := 1e-5, 1e-7
+		if f.o.Info().FP64 {
+			tol, abs = 0, 0
+		}
+		f.close(fmt.Sprintf("rmsnorm %d", cols), c, o, nil, tol, abs)
+	}
 }
 
 func TestRoPE(t *testing.T) {
@@ -329,9 +337,15 @@ func TestRoPE(t *testing.T) {
 			f.c.RoPE(x.c, n, heads, hd, tc.pos0, rc)
 			f.o.RoPE(x.o, n, heads, hd, tc.pos0, ro)
 			c, o := f.read(x, n*heads*hd)
-			// Both rotate with float64-accurate angles: |Δ| is a few float
-			// ulps of the inputs (|x| ≤ 2).
-			f.close("rope", c, o, nil, 0, 2e-6)
+			// Both follow ggml's float arithmetic, the angles to the bit;
+			// with fp64 cos and sin are the CPU's too, and so is every
+			// bit. Without, OpenCL's float cos and sin may differ by 4
+			// ulp: |Δ| is a few float ulps of the inputs (|x| ≤ 2).
+			abs := 2e-6
+			if f.o.Info().FP64 {
+				abs = 0
+			}
+			f.close("rope", c, o, nil, 0, abs)
 		})
 	}
 }
@@ -339,13 +353,19 @@ func TestRoPE(t *testing.T) {
 func TestElementwise(t *testing.T) {
 	f := newFixture(t)
 	n, cols := 5, 131
-	a := f.f32(f.rand((n+1)*cols, -8, 8), n+1, cols)
+	av := f.rand((n+1)*cols, -8, 8)
+	// Gates where ggml's exp leaves its main range (|x·log2 e| > 126, > 192)
+	// or underflows, and zeros of both signs.
+	copy(av, []float32{-200, -140, -130, -100, -88, -87, 87, 88, 100, 130, 200, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30})
+	a := f.f32(av, n+1, cols)
 	b := f.f32(f.rand((n+1)*cols, -2, 2), n+1, cols)
 	dst := f.f32(nil, n+1, cols)
 	f.c.SiLUMul(dst.c, a.c, b.c, n)
 	f.o.SiLUMul(dst.o, a.o, b.o, n)
 	c, o := f.read(dst, (n+1)*cols)
-	f.close("silu_mul", c, o, nil, 1e-6, 1e-7)
+	// Both compute llama.cpp's float operations (its exp, a correctly
+	// rounded division): the same bits.
+	f.close("silu_mul", c, o, nil, 0, 0)
 	// Add in place, dst aliasing a: exact.
 	f.c.Add(a.c, a.c, b.c, n)
 	f.o.Add(a.o, a.o, b.o, n)

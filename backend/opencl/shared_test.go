@@ -1,6 +1,7 @@
 package opencl
 
 import (
+	"strings"
 	"sync"
 	"testing"
 )
@@ -15,6 +16,7 @@ var (
 
 func testBackend(t testing.TB) *Backend {
 	t.Helper()
+	requireDevice(t)
 	sharedOnce.Do(func() { sharedB, sharedErr = New(Options{}) })
 	if sharedErr != nil {
 		t.Fatalf("opencl.New: %v", sharedErr)
@@ -23,4 +25,16 @@ func testBackend(t testing.TB) *Backend {
 		t.Fatalf("shared backend failed earlier: %v", err)
 	}
 	return sharedB
+}
+
+// requireDevice skips a test, with a one-line reason, where OpenCL or any
+// device of it is absent (no loader, no ICD, no device): go test ./... passes
+// on a machine without OpenCL.
+func requireDevice(t testing.TB) []DeviceInfo {
+	t.Helper()
+	ds, err := Devices()
+	if err != nil {
+		t.Skipf("no OpenCL device: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
+	return ds
 }

@@ -184,6 +184,22 @@ func (b *Backend) WriteF32(t backend.Tensor, off int, src []float32) error {
 
 // ReadF32 waits for queued work and copies t's elements from off into dst.
 func (b *Backend) ReadF32(t backend.Tensor, off int, dst []float32) error {
+	if tt, ok := t.(*tensor); ok && tt != nil && tt.dt == dtype.F16 {
+		// An F16 tensor (the KV cache) is read as halves and widened
+		// exactly on the host.
+		tt, err := b.access("ReadF32", false, t, dtype.F16, off, len(dst))
+		if err != nil || len(dst) == 0 {
+			return err
+		}
+		h := make([]uint16, len(dst))
+		if err := b.wrapIO("ReadF32", b.q.Read(tt.mem, 2*off, 2*len(dst), ptr(h))); err != nil {
+			return err
+		}
+		for i, v := range h {
+			dst[i] = dtype.F16ToF32(v)
+		}
+		return nil
+	}
 	tt, err := b.access("ReadF32", false, t, dtype.F32, off, len(dst))
 	if err != nil {
 		return err

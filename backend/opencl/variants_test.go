@@ -58,8 +58,8 @@ func TestAttentionSplit(t *testing.T) {
 					f.c.AttentionGen(out.c, q.c, k.c, v.c, kvLen, s.heads, s.kvHeads, s.hd, scale)
 					before := f.o.Stats().Launches
 					f.o.AttentionGen(out.o, q.o, k.o, v.o, kvLen, s.heads, s.kvHeads, s.hd, scale)
-					if l := f.o.Stats().Launches - before; l != 2 {
-						t.Fatalf("%d launches, want 2 (partials and merge)", l)
+					if l := f.o.Stats().Launches - before; l != 3 {
+						t.Fatalf("%d launches, want 3 (statistics, partials and merge)", l)
 					}
 					c, o := f.read(out, cols)
 					// Convex combinations of values in [-1, 1]; the merge

@@ -39,6 +39,7 @@ func reportCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring"},
 			&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
+			cacheTypeFlag("k"), cacheTypeFlag("v"),
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
 			&cli.BoolFlag{Name: "profile", Usage: "also time each op kind, in as many extra runs (second table; ops are synchronised one by one)"},
 			&cli.BoolFlag{Name: workerFlag, Hidden: true, Usage: "internal: measure the job on stdin, write JSON to stdout"},
@@ -90,6 +91,7 @@ func runReport(c *cli.Context) error {
 	o := report.Options{
 		Models: models, Prompt: c.String("prompt"), N: c.Int("n-predict"), Runs: c.Int("runs"),
 		Threads: c.Int("threads"), Device: c.String("device"), Context: c.Int("ctx-size"),
+		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
 		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"),
 	}
 	for _, b := range strings.Split(c.String("backends"), ",") {

@@ -34,7 +34,21 @@ func (r Record) Path(t testing.TB) string {
 // LlamaCpp returns the records of llamacpp_greedy_public.json.
 func LlamaCpp(t testing.TB) []Record {
 	t.Helper()
-	b, err := os.ReadFile(shared.Models(t, "llamacpp_greedy_public.json"))
+	return records(t, "llamacpp_greedy_public.json")
+}
+
+// KQuants returns the records of kquants/llamacpp_greedy_kquants.json: the
+// 15 files llama-quantize made from kq-small-F16.gguf.
+func KQuants(t testing.TB) []Record {
+	t.Helper()
+	return records(t, "kquants/llamacpp_greedy_kquants.json")
+}
+
+// records reads a file of llama.cpp greedy records under shared/models.
+// llama.cpp made them at its defaults, with an f16 KV cache.
+func records(t testing.TB, rel string) []Record {
+	t.Helper()
+	b, err := os.ReadFile(shared.Models(t, rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +56,7 @@ func LlamaCpp(t testing.TB) []Record {
 		Records []Record `json:"records"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("llamacpp_greedy_public.json: %v", err)
+		t.Fatalf("%s: %v", rel, err)
 	}
 	return f.Records
 }

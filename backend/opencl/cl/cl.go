@@ -6,25 +6,110 @@
 //
 // Queue counts the bytes it moves each way and the kernels it launches, so a
 // caller can check how much traffic a token costs.
+//
+// The library is not linked: Load (which Platforms calls) opens
+// libOpenCL.so.1, or $GLINT_OPENCL_LIB, with dlopen, so a program that
+// uses only the CPU runs where no OpenCL loader is installed, and one that
+// asks for OpenCL there is told what to install.
 package cl
 
 /*
-#cgo LDFLAGS: -lOpenCL
+#cgo LDFLAGS: -ldl
 #cgo noescape glintWrite
 #cgo nocallback glintWrite
 #cgo noescape glintRead
 #cgo nocallback glintRead
 #cgo noescape glintBuild
-#cgo noescape clGetPlatformInfo
-#cgo noescape clGetDeviceInfo
-#cgo noescape clGetPlatformIDs
-#cgo noescape clGetDeviceIDs
-#cgo noescape clGetProgramBuildInfo
-#cgo noescape clGetKernelWorkGroupInfo
+#cgo noescape gclGetPlatformInfo
+#cgo noescape gclGetDeviceInfo
+#cgo noescape gclGetPlatformIDs
+#cgo noescape gclGetDeviceIDs
+#cgo noescape gclGetProgramBuildInfo
+#cgo noescape gclGetKernelWorkGroupInfo
 #define CL_TARGET_OPENCL_VERSION 120
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 #include <stdlib.h>
+#include <dlfcn.h>
+
+// libOpenCL is opened at run time (glintLoad), so that a binary that never
+// uses OpenCL starts where no loader is installed. Each entry point is a
+// pointer of the header's own type, and the macros below make the helpers'
+// calls go through them.
+#define GLINT_CL_FUNCS(X) \
+	X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) \
+	X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue) \
+	X(clCreateBuffer) X(clReleaseMemObject) X(clCreateProgramWithSource) X(clBuildProgram) \
+	X(clGetProgramBuildInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) \
+	X(clSetKernelArg) X(clGetKernelWorkGroupInfo) X(clEnqueueNDRangeKernel) \
+	X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clEnqueueCopyBuffer) X(clEnqueueFillBuffer) \
+	X(clGetEventProfilingInfo) X(clReleaseEvent) X(clFlush) X(clFinish)
+
+#define GLINT_DECLARE(f) static __typeof__(f) *glint_##f;
+GLINT_CL_FUNCS(GLINT_DECLARE)
+
+// glintLoad opens the library at path and finds every entry point: 0 on
+// success; 1 when the library cannot be opened, 2 when it lacks an entry
+// point, with *what the loader's message or the missing name.
+static int glintLoad(const char *path, const char **what) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		*what = dlerror();
+		return 1;
+	}
+	// All or nothing: a library that lacks one entry point changes none.
+#define GLINT_CHECK(f) if (dlsym(h, #f) == NULL) { *what = #f; dlclose(h); return 2; }
+	GLINT_CL_FUNCS(GLINT_CHECK)
+#undef GLINT_CHECK
+#define GLINT_FIND(f) glint_##f = (__typeof__(f) *)dlsym(h, #f);
+	GLINT_CL_FUNCS(GLINT_FIND)
+#undef GLINT_FIND
+	return 0;
+}
+
+#define clGetPlatformIDs (*glint_clGetPlatformIDs)
+#define clGetPlatformInfo (*glint_clGetPlatformInfo)
+#define clGetDeviceIDs (*glint_clGetDeviceIDs)
+#define clGetDeviceInfo (*glint_clGetDeviceInfo)
+#define clCreateContext (*glint_clCreateContext)
+#define clReleaseContext (*glint_clReleaseContext)
+#define clCreateCommandQueue (*glint_clCreateCommandQueue)
+#define clReleaseCommandQueue (*glint_clReleaseCommandQueue)
+#define clCreateBuffer (*glint_clCreateBuffer)
+#define clReleaseMemObject (*glint_clReleaseMemObject)
+#define clCreateProgramWithSource (*glint_clCreateProgramWithSource)
+#define clBuildProgram (*glint_clBuildProgram)
+#define clGetProgramBuildInfo (*glint_clGetProgramBuildInfo)
+#define clReleaseProgram (*glint_clReleaseProgram)
+#define clCreateKernel (*glint_clCreateKernel)
+#define clReleaseKernel (*glint_clReleaseKernel)
+#define clSetKernelArg (*glint_clSetKernelArg)
+#define clGetKernelWorkGroupInfo (*glint_clGetKernelWorkGroupInfo)
+#define clEnqueueNDRangeKernel (*glint_clEnqueueNDRangeKernel)
+#define clEnqueueWriteBuffer (*glint_clEnqueueWriteBuffer)
+#define clEnqueueReadBuffer (*glint_clEnqueueReadBuffer)
+#define clEnqueueCopyBuffer (*glint_clEnqueueCopyBuffer)
+#define clEnqueueFillBuffer (*glint_clEnqueueFillBuffer)
+#define clGetEventProfilingInfo (*glint_clGetEventProfilingInfo)
+#define clReleaseEvent (*glint_clReleaseEvent)
+#define clFlush (*glint_clFlush)
+#define clFinish (*glint_clFinish)
+
+// Go calls these (cgo cannot call through a pointer).
+static cl_int gclGetPlatformIDs(cl_uint n, cl_platform_id *ids, cl_uint *num) { return clGetPlatformIDs(n, ids, num); }
+static cl_int gclGetPlatformInfo(cl_platform_id p, cl_platform_info param, size_t size, void *v, size_t *ret) { return clGetPlatformInfo(p, param, size, v, ret); }
+static cl_int gclGetDeviceIDs(cl_platform_id p, cl_device_type t, cl_uint n, cl_device_id *ids, cl_uint *num) { return clGetDeviceIDs(p, t, n, ids, num); }
+static cl_int gclGetDeviceInfo(cl_device_id d, cl_device_info param, size_t size, void *v, size_t *ret) { return clGetDeviceInfo(d, param, size, v, ret); }
+static cl_int gclGetKernelWorkGroupInfo(cl_kernel k, cl_device_id d, cl_kernel_work_group_info param, size_t size, void *v, size_t *ret) { return clGetKernelWorkGroupInfo(k, d, param, size, v, ret); }
+static cl_int gclGetProgramBuildInfo(cl_program p, cl_device_id d, cl_program_build_info param, size_t size, void *v, size_t *ret) { return clGetProgramBuildInfo(p, d, param, size, v, ret); }
+static cl_int gclReleaseContext(cl_context c) { return clReleaseContext(c); }
+static cl_int gclReleaseCommandQueue(cl_command_queue q) { return clReleaseCommandQueue(q); }
+static cl_int gclReleaseMemObject(cl_mem m) { return clReleaseMemObject(m); }
+static cl_int gclReleaseProgram(cl_program p) { return clReleaseProgram(p); }
+static cl_int gclReleaseKernel(cl_kernel k) { return clReleaseKernel(k); }
+static cl_int gclReleaseEvent(cl_event e) { return clReleaseEvent(e); }
+static cl_int gclFlush(cl_command_queue q) { return clFlush(q); }
+static cl_int gclFinish(cl_command_queue q) { return clFinish(q); }
 
 typedef struct { cl_int err; void *p; } glintRes;
 
@@ -105,10 +190,67 @@ static cl_int glintProfile(cl_event e, cl_ulong *start, cl_ulong *end) {
 import "C"
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
+
+// LibEnv names the environment variable that overrides the OpenCL library
+// Load opens (a file name the dynamic loader searches for, or a path).
+const LibEnv = "GLINT_OPENCL_LIB"
+
+// DefaultLib is the OpenCL ICD loader's soname.
+const DefaultLib = "libOpenCL.so.1"
+
+// ErrNoLibrary is wrapped by Load's error when the OpenCL library cannot be
+// opened or is not one.
+var ErrNoLibrary = errors.New("OpenCL library not found")
+
+// libError says why the library did not load; it is an ErrNoLibrary.
+type libError string
+
+func (e libError) Error() string        { return string(e) }
+func (e libError) Is(target error) bool { return target == ErrNoLibrary }
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+)
+
+// Load opens the OpenCL library (, else libOpenCL.so.1)
+// once and finds its entry points. Platforms calls it, so nothing else
+// needs to; it is exported so that a caller can ask whether OpenCL is
+// there at all.
+func Load() error {
+	loadOnce.Do(func() {
+		lib := os.Getenv(LibEnv)
+		if lib == "" {
+			lib = DefaultLib
+		}
+		loadErr = load(lib)
+	})
+	return loadErr
+}
+
+// load opens lib and, when it is an OpenCL library, points every entry
+// point at it.
+func load(lib string) error {
+	cs := C.CString(lib)
+	defer C.free(unsafe.Pointer(cs))
+	var what *C.char
+	switch C.glintLoad(cs, &what) {
+	case 1:
+		return libError(fmt.Sprintf("OpenCL: %s not found: install an OpenCL loader and driver (Debian: ocl-icd-libopencl1 and pocl-opencl-icd or your GPU's ICD) [%s]",
+			lib, C.GoString(what)))
+	case 2:
+		return libError(fmt.Sprintf("OpenCL: %s has no %s: it is not an OpenCL 1.2 loader (Debian: ocl-icd-libopencl1)", lib, C.GoString(what)))
+	}
+	return nil
+}
 
 func check(call string, code C.cl_int) error {
 	if code == C.CL_SUCCESS {
@@ -124,8 +266,11 @@ type Platform struct{ id C.cl_platform_id }
 // here: the ICD loader reports it as CL_PLATFORM_NOT_FOUND_KHR, which this
 // turns into an empty list so that callers can say what to install.
 func Platforms() ([]Platform, error) {
+	if err := Load(); err != nil {
+		return nil, err
+	}
 	var n C.cl_uint
-	code := C.clGetPlatformIDs(0, nil, &n)
+	code := C.gclGetPlatformIDs(0, nil, &n)
 	if code == -1001 || (code == C.CL_SUCCESS && n == 0) {
 		return nil, nil
 	}
@@ -133,7 +278,7 @@ func Platforms() ([]Platform, error) {
 		return nil, err
 	}
 	ids := make([]C.cl_platform_id, n)
-	if err := check("clGetPlatformIDs", C.clGetPlatformIDs(n, &ids[0], nil)); err != nil {
+	if err := check("clGetPlatformIDs", C.gclGetPlatformIDs(n, &ids[0], nil)); err != nil {
 		return nil, err
 	}
 	ps := make([]Platform, n)
@@ -146,11 +291,11 @@ func Platforms() ([]Platform, error) {
 // Name is CL_PLATFORM_NAME.
 func (p Platform) Name() (string, error) {
 	var size C.size_t
-	if err := check("clGetPlatformInfo", C.clGetPlatformInfo(p.id, C.CL_PLATFORM_NAME, 0, nil, &size)); err != nil {
+	if err := check("clGetPlatformInfo", C.gclGetPlatformInfo(p.id, C.CL_PLATFORM_NAME, 0, nil, &size)); err != nil {
 		return "", err
 	}
 	buf := make([]byte, size+1)
-	if err := check("clGetPlatformInfo", C.clGetPlatformInfo(p.id, C.CL_PLATFORM_NAME, size, unsafe.Pointer(&buf[0]), nil)); err != nil {
+	if err := check("clGetPlatformInfo", C.gclGetPlatformInfo(p.id, C.CL_PLATFORM_NAME, size, unsafe.Pointer(&buf[0]), nil)); err != nil {
 		return "", err
 	}
 	return cstring(buf), nil
@@ -159,7 +304,7 @@ func (p Platform) Name() (string, error) {
 // Devices lists every device of the platform (CL_DEVICE_TYPE_ALL).
 func (p Platform) Devices() ([]Device, error) {
 	var n C.cl_uint
-	code := C.clGetDeviceIDs(p.id, C.CL_DEVICE_TYPE_ALL, 0, nil, &n)
+	code := C.gclGetDeviceIDs(p.id, C.CL_DEVICE_TYPE_ALL, 0, nil, &n)
 	if code == C.CL_DEVICE_NOT_FOUND {
 		return nil, nil
 	}
@@ -167,7 +312,7 @@ func (p Platform) Devices() ([]Device, error) {
 		return nil, err
 	}
 	ids := make([]C.cl_device_id, n)
-	if err := check("clGetDeviceIDs", C.clGetDeviceIDs(p.id, C.CL_DEVICE_TYPE_ALL, n, &ids[0], nil)); err != nil {
+	if err := check("clGetDeviceIDs", C.gclGetDeviceIDs(p.id, C.CL_DEVICE_TYPE_ALL, n, &ids[0], nil)); err != nil {
 		return nil, err
 	}
 	ds := make([]Device, n)
@@ -195,12 +340,12 @@ const (
 )
 
 func (d Device) info(param C.cl_device_info, size uintptr, p unsafe.Pointer) error {
-	return check("clGetDeviceInfo", C.clGetDeviceInfo(d.id, param, C.size_t(size), p, nil))
+	return check("clGetDeviceInfo", C.gclGetDeviceInfo(d.id, param, C.size_t(size), p, nil))
 }
 
 func (d Device) infoString(param C.cl_device_info) (string, error) {
 	var size C.size_t
-	if err := check("clGetDeviceInfo", C.clGetDeviceInfo(d.id, param, 0, nil, &size)); err != nil {
+	if err := check("clGetDeviceInfo", C.gclGetDeviceInfo(d.id, param, 0, nil, &size)); err != nil {
 		return "", err
 	}
 	buf := make([]byte, size+1)
@@ -274,7 +419,7 @@ func (d Device) MaxWorkGroup() (int, error) {
 // wavefront) that work-group sizes should be a multiple of.
 func (k Kernel) PreferredMultiple(d Device) (int, error) {
 	var v C.size_t
-	err := check("clGetKernelWorkGroupInfo", C.clGetKernelWorkGroupInfo(k.k, d.id, C.CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, C.size_t(unsafe.Sizeof(v)), unsafe.Pointer(&v), nil))
+	err := check("clGetKernelWorkGroupInfo", C.gclGetKernelWorkGroupInfo(k.k, d.id, C.CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, C.size_t(unsafe.Sizeof(v)), unsafe.Pointer(&v), nil))
 	return int(v), err
 }
 
@@ -291,7 +436,7 @@ func NewContext(d Device) (Context, error) {
 }
 
 // Release releases the context.
-func (c Context) Release() { C.clReleaseContext(c.c) }
+func (c Context) Release() { C.gclReleaseContext(c.c) }
 
 // Mem is a device buffer.
 type Mem struct{ m C.cl_mem }
@@ -312,7 +457,7 @@ func (c Context) NewBuffer(size int) (Mem, error) {
 // Release releases the buffer.
 func (m Mem) Release() {
 	if m.m != nil {
-		C.clReleaseMemObject(m.m)
+		C.gclReleaseMemObject(m.m)
 	}
 }
 
@@ -344,11 +489,11 @@ func (c Context) Build(d Device, source, options string) (Program, error) {
 
 func (p Program) buildLog(d Device) string {
 	var size C.size_t
-	if C.clGetProgramBuildInfo(p.p, d.id, C.CL_PROGRAM_BUILD_LOG, 0, nil, &size) != C.CL_SUCCESS || size == 0 {
+	if C.gclGetProgramBuildInfo(p.p, d.id, C.CL_PROGRAM_BUILD_LOG, 0, nil, &size) != C.CL_SUCCESS || size == 0 {
 		return ""
 	}
 	buf := make([]byte, size+1)
-	if C.clGetProgramBuildInfo(p.p, d.id, C.CL_PROGRAM_BUILD_LOG, size, unsafe.Pointer(&buf[0]), nil) != C.CL_SUCCESS {
+	if C.gclGetProgramBuildInfo(p.p, d.id, C.CL_PROGRAM_BUILD_LOG, size, unsafe.Pointer(&buf[0]), nil) != C.CL_SUCCESS {
 		return ""
 	}
 	return cstring(buf)
@@ -357,7 +502,7 @@ func (p Program) buildLog(d Device) string {
 // Release releases the program.
 func (p Program) Release() {
 	if p.p != nil {
-		C.clReleaseProgram(p.p)
+		C.gclReleaseProgram(p.p)
 	}
 }
 
@@ -378,14 +523,14 @@ func (p Program) Kernel(name string) (Kernel, error) {
 // Release releases the kernel.
 func (k Kernel) Release() {
 	if k.k != nil {
-		C.clReleaseKernel(k.k)
+		C.gclReleaseKernel(k.k)
 	}
 }
 
 // MaxWorkGroup is the kernel's CL_KERNEL_WORK_GROUP_SIZE on d.
 func (k Kernel) MaxWorkGroup(d Device) (int, error) {
 	var v C.size_t
-	err := check("clGetKernelWorkGroupInfo", C.clGetKernelWorkGroupInfo(k.k, d.id, C.CL_KERNEL_WORK_GROUP_SIZE, C.size_t(unsafe.Sizeof(v)), unsafe.Pointer(&v), nil))
+	err := check("clGetKernelWorkGroupInfo", C.gclGetKernelWorkGroupInfo(k.k, d.id, C.CL_KERNEL_WORK_GROUP_SIZE, C.size_t(unsafe.Sizeof(v)), unsafe.Pointer(&v), nil))
 	return int(v), err
 }
 
@@ -433,7 +578,7 @@ func (e Event) Times() (start, end uint64, err error) {
 // Release releases the event.
 func (e Event) Release() {
 	if e.e != nil {
-		C.clReleaseEvent(e.e)
+		C.gclReleaseEvent(e.e)
 	}
 }
 
@@ -458,7 +603,7 @@ func (c Context) NewQueue(d Device) (*Queue, error) {
 // Release releases the queue.
 func (q *Queue) Release() {
 	if q.q != nil {
-		C.clReleaseCommandQueue(q.q)
+		C.gclReleaseCommandQueue(q.q)
 		q.q = nil
 	}
 }
@@ -530,7 +675,7 @@ func (q *Queue) Launch(k Kernel, dims int, global, local [3]int, wantEvent bool)
 }
 
 // Flush submits queued commands without waiting.
-func (q *Queue) Flush() error { return check("clFlush", C.clFlush(q.q)) }
+func (q *Queue) Flush() error { return check("clFlush", C.gclFlush(q.q)) }
 
 // Finish waits for every queued command.
-func (q *Queue) Finish() error { return check("clFinish", C.clFinish(q.q)) }
+func (q *Queue) Finish() error { return check("clFinish", C.gclFinish(q.q)) }

@@ -1,0 +1,69 @@
+package cpu
+
+import "math"
+
+// expf is e^x in float32, computed as ggml's AVX2 and NEON ggml_v_expf does
+// (ARM's optimized-routines algorithm: 2^n by exponent arithmetic, a degree-5
+// polynomial on the remainder, and every a·b+c a fused multiply-add). SiLU
+// and the attention softmax call it, in Go and in the C kernels (ops.c), with
+// identical operations, so every SIMD level gives the same bits as this
+// function and as llama.cpp's vectorised exp.
+func expf(x float32) float32 {
+	const (
+		r   = 0x1.8p23
+		l2e = 0x1.715476p+0
+		ln1 = 0x1.62e4p-1
+		ln2 = 0x1.7f7d1cp-20
+		c0  = 0x1.0e4020p-7
+		c1  = 0x1.573e2ep-5
+		c2  = 0x1.555e66p-3
+		c3  = 0x1.fffdb6p-2
+		c4  = 0x1.ffffecp-1
+	)
+	z := fmaf(x, l2e, r)
+	n := z - r
+	b := fmaf(-n, ln2, fmaf(-n, ln1, x))
+	e := math.Float32bits(z) << 23
+	k := math.Float32frombits(e + math.Float32bits(1))
+	u := b * b
+	j := fmaf(fmaf(fmaf(c0, b, c1), u, fmaf(c2, b, c3)), u, float32(c4)*b)
+	an := float32(math.Abs(float64(n)))
+	if !(an > 126) {
+		return fmaf(j, k, k)
+	}
+	var g uint32
+	if n <= 0 {
+		g = 0x82000000
+	}
+	s1 := math.Float32frombits(g + 0x7f000000)
+	s2 := math.Float32frombits(e - g)
+	if an > 192 {
+		return s1 * s1
+	}
+	return fmaf(s2, j, s2) * s1
+}
+
+// fmaf is a·b+c rounded once to float32, as the FMA instruction computes it.
+// a·b is exact in float64; the float64 sum then rounds, and rounding that
+// again to float32 is wrong only when the float64 sum sits exactly halfway
+// between two float32 values, which the sum's exact error (TwoSum) resolves.
+// Results in float32's subnormal range are not needed by expf's callers.
+func fmaf(a, b, c float32) float32 {
+	p := float64(a) * float64(b)
+	s := p + float64(c)
+	u := math.Float64bits(s)
+	if u&(1<<29-1) != 1<<28 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	bb := s - p
+	err := (p - (s - bb)) + (float64(c) - bb)
+	if err == 0 {
+		return float32(s)
+	}
+	if (err > 0) == (s > 0) {
+		u++
+	} else {
+		u--
+	}
+	return float32(math.Float64frombits(u))
+}
