@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages glint builds and tests with: the OpenCL
 # headers and ICD loader for the cgo binding, PoCL as the OpenCL device, and
-# npm (for `make onnxruntime`) where it is missing.
+# npm (for `make onnxruntime`) where it is missing, and tmux, in which the
+# chat tests drive `generate chat` as a person would.
 set -euo pipefail
-pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo)
+pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo tmux)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do

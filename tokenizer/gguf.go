@@ -55,6 +55,20 @@ func VocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		{"tokenizer.ggml.unknown_token_id", &v.UNK},
 		{"tokenizer.ggml.padding_token_id", &v.PAD},
 	}
+	// The end-of-message and fill-in-the-middle ids end a generation too
+	// (llama.cpp: special_eog_ids).
+	for _, key := range []string{"tokenizer.ggml.eom_token_id", "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"} {
+		x, err := f.Uint(key)
+		if errors.Is(err, gguf.ErrMissing) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+		if x < uint64(len(v.Tokens)) {
+			v.EOG = append(v.EOG, int32(x))
+		}
+	}
 	for _, k := range ids {
 		x, err := f.Uint(k.key)
 		if errors.Is(err, gguf.ErrMissing) {

@@ -50,6 +50,8 @@ type hfPreTokenizer struct {
 	Replacement    string            `json:"replacement"`
 	PrependScheme  string            `json:"prepend_scheme"`
 	Split          *bool             `json:"split"`
+	// IndividualDigits: a Digits pre-tokenizer that isolates every digit.
+	IndividualDigits *bool `json:"individual_digits"`
 }
 
 type hfPost struct {
@@ -322,6 +324,9 @@ func hfShape(f *hfFile) (hfTextShape, error) {
 	}
 	var split *pretok
 	var byteLevel, metaspace *hfPreTokenizer
+	// digits: a Digits(individual_digits) pre-tokenizer before ByteLevel, as
+	// SmolLM's files have it: llama.cpp's "smollm" pre-tokenizer.
+	digits := false
 	for i, p := range pres {
 		if p == nil {
 			return sp, fmt.Errorf("tokenizer: tokenizer.json: pre_tokenizer %d is null", i)
@@ -331,6 +336,11 @@ func hfShape(f *hfFile) (hfTextShape, error) {
 			byteLevel = p
 		case "Metaspace":
 			metaspace = p
+		case "Digits":
+			if p.IndividualDigits == nil || !*p.IndividualDigits || byteLevel != nil || split != nil {
+				return sp, errors.New("tokenizer: tokenizer.json: only a Digits pre-tokenizer with individual_digits, before ByteLevel, is supported")
+			}
+			digits = true
 		case "Split":
 			if p.Pattern == nil || p.Pattern.Regex == nil {
 				return sp, errors.New("tokenizer: tokenizer.json: Split pre-tokenizer without a Regex pattern is not supported")
@@ -351,6 +361,9 @@ func hfShape(f *hfFile) (hfTextShape, error) {
 			return sp, fmt.Errorf("tokenizer: tokenizer.json: pre-tokenizer %q is not supported", p.Type)
 		}
 	}
+	if digits && (byteLevel == nil || split != nil) {
+		return sp, errors.New("tokenizer: tokenizer.json: a Digits pre-tokenizer is supported only before a ByteLevel one, with no Split")
+	}
 	decoderByteLevel := f.Decoder != nil && f.Decoder.Type == "ByteLevel"
 
 	if byteLevel != nil || decoderByteLevel {
@@ -365,8 +378,12 @@ func hfShape(f *hfFile) (hfTextShape, error) {
 		switch {
 		case split != nil && useRegex:
 			return sp, errors.New("tokenizer: tokenizer.json: Split followed by a regex ByteLevel pre-tokenizer is not supported")
+		case digits && !useRegex:
+			return sp, errors.New("tokenizer: tokenizer.json: Digits with a ByteLevel pre-tokenizer that does not split words is not supported")
 		case split != nil:
 			sp.pre = *split
+		case digits:
+			sp.pre = pretok{name: "smollm", stages: stagesSmolLM}
 		case useRegex:
 			sp.pre = pretokGPT2
 		default:

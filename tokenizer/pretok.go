@@ -14,6 +14,9 @@ type pretok struct {
 	// Llama 3, \p{N} for Qwen 2).
 	maxDigits    int
 	ignoreMerges bool
+	// stages, when set, replace the scanners: llama.cpp's sequence of
+	// regular expressions (pretok_regex.go).
+	stages []stage
 }
 
 // The regular expressions the scanners implement, as tokenizer.json files
@@ -44,14 +47,23 @@ func pretokByName(pre string) (pretok, bool) {
 		p := pretokLlama3
 		p.name, p.ignoreMerges = pre, false
 		return p, true
-	case "qwen2", "stablelm2", "megrez":
+	case "qwen2", "deepseek-r1-qwen", "stablelm2", "megrez":
 		return pretokQwen2, true
+	case "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b":
+		return pretok{name: pre, stages: stagesSmolLM}, true
+	case "deepseek-llm":
+		return pretok{name: pre, stages: stagesDeepSeekLLM}, true
+	case "deepseek-v3":
+		return pretok{name: pre, stages: stagesDeepSeekV3}, true
 	}
 	return pretok{}, false
 }
 
 // split returns the words of runes as [start, end) rune offsets.
 func (p pretok) split(runes []rune) [][2]int {
+	if p.stages != nil {
+		return splitStages(runes, p.stages)
+	}
 	if p.llama3 {
 		return splitLlama3(runes, p.maxDigits)
 	}

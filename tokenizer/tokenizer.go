@@ -47,7 +47,10 @@ type Vocab struct {
 	Merges []string
 	// Special token ids; -1 means none.
 	BOS, EOS, EOT, UNK, PAD int32
-	AddBOS, AddEOS          bool
+	// EOG are more end-of-generation ids the file names (eom, fim pad,
+	// repo and file separator), beyond EOS, EOT and those found by text.
+	EOG            []int32
+	AddBOS, AddEOS bool
 	// AddSpacePrefix puts a space before the text (and after each special
 	// token), as SentencePiece's add_dummy_prefix does.
 	AddSpacePrefix bool
@@ -91,6 +94,7 @@ type Tokenizer struct {
 
 	bos, eos, eot, eom, unk, pad int32
 	eog                          map[int32]bool
+	fileEOG                      []int32 // Vocab.EOG
 	addBOS, addEOS               bool
 
 	// ignoreMerges: a whole pre-token that is in the vocabulary is emitted
@@ -110,8 +114,11 @@ type Tokenizer struct {
 const spaceMark = "\u2581" // "▁", SentencePiece's escaped space
 
 // eogTexts are the tokens llama.cpp treats as end of generation by their
-// text (llama-vocab.cpp load: special_eog_ids), plus Llama 3's EOS.
-var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>"}
+// text (llama-vocab.cpp load: special_eog_ids), with the fill-in-the-middle
+// pad, repo and file-separator tokens it finds by text and adds too. As
+// there, <|end_of_text|> ends a generation only as the file's EOS.
+var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+	"<|fim_pad|>", "<fim-pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>"}
 
 // eotTexts are, in llama.cpp's order of preference, the texts it takes as
 // the end-of-turn token when the file names none.
@@ -151,6 +158,7 @@ func build(v *Vocab, pairs [][2]string) (*Tokenizer, error) {
 		tokens: v.Tokens,
 		bos:    v.BOS, eos: v.EOS, eot: v.EOT, eom: -1, unk: v.UNK, pad: v.PAD,
 		addBOS: v.AddBOS, addEOS: v.AddEOS,
+		fileEOG: v.EOG,
 	}
 	n := len(v.Tokens)
 	if n == 0 {
@@ -171,6 +179,11 @@ func build(v *Vocab, pairs [][2]string) (*Tokenizer, error) {
 	}{{"BOS", v.BOS}, {"EOS", v.EOS}, {"EOT", v.EOT}, {"UNK", v.UNK}, {"PAD", v.PAD}} {
 		if s.id < -1 || int(s.id) >= n {
 			return nil, fmt.Errorf("tokenizer: %s id %d out of range [0, %d)", s.name, s.id, n)
+		}
+	}
+	for _, id := range v.EOG {
+		if id < 0 || int(id) >= n {
+			return nil, fmt.Errorf("tokenizer: end-of-generation id %d out of range [0, %d)", id, n)
 		}
 	}
 	if v.AddBOS && v.BOS < 0 {
@@ -291,6 +304,9 @@ func (t *Tokenizer) findSpecial() {
 		if id >= 0 {
 			t.eog[id] = true
 		}
+	}
+	for _, id := range t.fileEOG {
+		t.eog[id] = true
 	}
 	for id := range t.eog {
 		t.types[id] = TypeControl

@@ -183,7 +183,7 @@ func TestNewRejectsBadVocab(t *testing.T) {
 	}{
 		{"nil tokens", func(v *Vocab) { v.Tokens = nil }, "empty vocabulary"},
 		{"model", func(v *Vocab) { v.Model = "wpm" }, `unsupported tokenizer model "wpm"`},
-		{"pre", func(v *Vocab) { v.Pre = "deepseek-llm" }, `unsupported pre-tokenizer "deepseek-llm"`},
+		{"pre", func(v *Vocab) { v.Pre = "chatglm-bpe" }, `unsupported pre-tokenizer "chatglm-bpe"`},
 		{"scores", func(v *Vocab) { v.Scores = []float32{1} }, "1 scores for 3 tokens"},
 		{"types", func(v *Vocab) { v.Types = []int32{1, 1} }, "2 token types for 3 tokens"},
 		{"bos", func(v *Vocab) { v.BOS = 3 }, "BOS id 3 out of range"},

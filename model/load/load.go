@@ -264,6 +264,18 @@ func (s *hfSource) Tensor(name string) (model.TensorData, error) {
 		return model.TensorData{}, err
 	}
 	td.Name = name
+	// Norm weights (every 1-D tensor) are F32, as convert_hf_to_gguf.py
+	// writes them and as the backends' RMSNorm takes them; half-precision
+	// checkpoints store them in F16 or BF16. Widening is exact.
+	if len(td.Shape) == 1 && (td.Type == dtype.F16 || td.Type == dtype.BF16) {
+		f := make([]float32, td.Shape[0])
+		dtype.DequantizeRow(td.Type, f, td.Data)
+		b := make([]byte, 4*len(f))
+		for i, v := range f {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		td.Type, td.Data = dtype.F32, b
+	}
 	return td, nil
 }
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/glint-llm/glint/backend/opencl"
+)
+
+// runEnv is run with extra environment variables.
+func runEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+// Where the OpenCL library cannot be found (here: pointed at a name that
+// does not exist), the CPU backend still runs, and OpenCL says what to
+// install.
+func TestNoOpenCLLibrary(t *testing.T) {
+	model := tinyModel(t)
+	env := []string{"GLINT_OPENCL_LIB=libglint-no-such-opencl.so.1"}
+	stdout, stderr, code := runEnv(t, env, "-m", model, "-b", "cpu", "-n", "4", "--temp", "0", "--ignore-eos", "--prompt-ids", "1,2,3", "--output", "ids")
+	if code != 0 || len(strings.Fields(stdout)) != 4 {
+		t.Fatalf("-b cpu without OpenCL: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"-m", model, "-b", "opencl", "-n", "4", "--prompt-ids", "1,2,3"}, {"devices"}} {
+		_, stderr, code = runEnv(t, env, args...)
+		if code != 1 || !strings.Contains(stderr, "libglint-no-such-opencl.so.1 not found: install an OpenCL loader and driver (Debian: ocl-icd-libopencl1 and pocl-opencl-icd") {
+			t.Errorf("%q without OpenCL: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+// The binary does not link libOpenCL (it opens it at run time), so it
+// starts where no OpenCL loader is installed. This test binary links what
+// generate links.
+func TestNotLinkedToOpenCL(t *testing.T) {
+	ldd, err := exec.LookPath("ldd")
+	if err != nil {
+		t.Skip("no ldd here")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(ldd, exe).CombinedOutput()
+	if err != nil {
+		t.Skipf("ldd %s: %v (%s)", exe, err, out)
+	}
+	if strings.Contains(string(out), "libOpenCL") {
+		t.Fatalf("the binary links libOpenCL:\n%s", out)
+	}
+}
+
+// haveOpenCL reports whether an OpenCL device is there to test on.
+func haveOpenCL() bool {
+	ds, err := opencl.Devices()
+	return err == nil && len(ds) > 0
+}
+
+// needOpenCL skips a test that needs an OpenCL device where there is none.
+func needOpenCL(t *testing.T) {
+	t.Helper()
+	if _, err := opencl.Devices(); err != nil {
+		t.Skipf("no OpenCL device: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
+}
