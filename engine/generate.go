@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -20,11 +21,17 @@ type Options struct {
 	// Stop reports whether a generated token ends the generation (EOS/EOT);
 	// the stop token is neither emitted nor counted.
 	Stop func(id int32) bool
-	// OnToken receives each generated token as soon as it is chosen.
+	// OnToken receives each generated token as soon as it is chosen; an
+	// error wrapping ErrStop ends the generation normally (a stop string).
 	OnToken func(id int32) error
 	// DumpLogits, when set, receives each step's logits (little-endian
 	// float32, one vocab-sized row per generated step).
 	DumpLogits io.Writer
+	// NoFinalFeed leaves the last generated token out of the cache, saving
+	// one forward pass where nothing continues from it: benchmarks count N
+	// tokens as N-1 decode steps, as llama-bench does. By default the cache
+	// holds every chosen token, so a later call continues where this one ended.
+	NoFinalFeed bool
 }
 
 // Timing is what one generation measured. TTFT runs from the prompt going in
@@ -36,6 +43,9 @@ type Timing struct {
 	Generated    []int32
 	TTFT         time.Duration
 	Gaps         []time.Duration
+	// ContextFull: generation ended because the next token had no room in
+	// the context (there is no context shift yet).
+	ContextFull bool
 }
 
 // AvgTBT is the mean of the gaps (0 with fewer than two tokens).
@@ -76,6 +86,7 @@ func Generate(m Model, prompt []int32, o Options) (Timing, error) {
 	batch := prompt
 	for len(tm.Generated) < o.MaxTokens {
 		if m.Pos()+len(batch) > m.Context() {
+			tm.ContextFull = true
 			break // the context is full: stop as llama.cpp does without shifting
 		}
 		if err := m.Eval(batch); err != nil {
@@ -113,12 +124,22 @@ func Generate(m Model, prompt []int32, o Options) (Timing, error) {
 		last = now
 		tm.Generated = append(tm.Generated, id)
 		history = append(history, id)
+		batch = history[len(history)-1:]
 		if o.OnToken != nil {
 			if err := o.OnToken(id); err != nil {
+				if errors.Is(err, ErrStop) {
+					break
+				}
 				return tm, err
 			}
 		}
-		batch = history[len(history)-1:]
+	}
+	// Only a loop that ran out of MaxTokens leaves its last token unfed: a
+	// stop token is not part of the text, and a full context has no room.
+	if !o.NoFinalFeed && len(tm.Generated) == o.MaxTokens && o.MaxTokens > 0 && m.Pos()+1 <= m.Context() {
+		if err := m.Eval(batch); err != nil {
+			return tm, err
+		}
 	}
 	return tm, nil
 }

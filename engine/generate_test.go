@@ -1,7 +1,11 @@
 package engine_test
 
 import (
+	"bytes"
+	"encoding/binary"
+	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/model/synth"
+	"github.com/glint-llm/glint/sample"
 )
 
 // sleepy is a real model whose Eval takes at least a known time: prefill
@@ -112,16 +117,55 @@ func TestTimingIsHonest(t *testing.T) {
 					t.Errorf("AvgTBT %v, want the mean %v", avg, sum/time.Duration(len(tm.Gaps)))
 				}
 			}
-			if m.Pos() != len(prompt)+tc.wantToks-1+boolInt(tc.stopAt > 0) {
+			if m.Pos() != len(prompt)+tc.wantToks {
 				t.Errorf("cache holds %d positions after %d prompt + %d generated tokens", m.Pos(), len(prompt), tc.wantToks)
 			}
 		})
 	}
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// TestContinueMatchesOneRun: generating N tokens and then continuing with a
+// new token gives what one run over the whole text gives, which needs the
+// cache to hold the N-th chosen token. The continuation feeds one token at a
+// time, the single run prefills them together; on F32 the logits agree to
+// rounding (1e-4).
+func TestContinueMatchesOneRun(t *testing.T) {
+	m := tinyModel(t)
+	prompt := []int32{1, 5, 9, 12}
+	const n, more = 5, 6
+	first, err := engine.Generate(m, prompt, engine.Options{MaxTokens: n})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	if m.Pos() != len(prompt)+n {
+		t.Fatalf("cache holds %d positions after %d prompt + %d generated tokens", m.Pos(), len(prompt), n)
+	}
+	next := []int32{7}
+	var contLogits bytes.Buffer
+	cont, err := engine.Generate(m, next, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()), DumpLogits: &contLogits})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m.Reset()
+	whole := append(append(append([]int32{}, prompt...), first.Generated...), next...)
+	var oneLogits bytes.Buffer
+	one, err := engine.Generate(m, whole, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()), DumpLogits: &oneLogits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cont.Generated, one.Generated) {
+		t.Fatalf("continued run %v, one run %v", cont.Generated, one.Generated)
+	}
+	a, b := contLogits.Bytes(), oneLogits.Bytes()
+	if len(a) != len(b) || len(a) == 0 {
+		t.Fatalf("logit dumps of %d and %d bytes", len(a), len(b))
+	}
+	for i := 0; i < len(a); i += 4 {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(a[i:]))
+		y := math.Float32frombits(binary.LittleEndian.Uint32(b[i:]))
+		if d := math.Abs(float64(x - y)); d > 1e-4 {
+			t.Fatalf("logit %d: continued %v, one run %v", i/4, x, y)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,17 +114,21 @@ func TestBadInput(t *testing.T) {
 		{"tensor data past end", []string{"-m", write("short.gguf", good[:len(good)-100]), "-p", "x"}, "past end"},
 		{"wrong magic", []string{"-m", write("magic.gguf", append([]byte("GGML"), good[4:]...)), "-p", "x"}, "magic"},
 		{"huge array", []string{"-m", write("huge.gguf", ggufBytes([][3]any{arch, {"tokenizer.ggml.tokens", gguf.TypeArray, hugeArray}}, nil)), "-p", "x"}, "huge.gguf"},
-		{"unsupported tensor type", []string{"-m", write("q5.gguf", ggufBytes([][3]any{arch}, [][4]any{{"token_embd.weight", []uint64{32, 4}, uint32(6), uint64(0)}})), "-p", "x"}, "token_embd.weight"},
+		{"unsupported tensor type", []string{"-m", write("q5.gguf", ggufBytes([][3]any{arch}, [][4]any{{"token_embd.weight", []uint64{32, 4}, uint32(16), uint64(0)}})), "-p", "x"}, "token_embd.weight"},
 		{"unknown architecture", []string{"-m", write("mamba.gguf", ggufBytes([][3]any{{"general.architecture", gguf.TypeString, strPayload("mamba")}}, nil)), "-p", "x"}, "mamba"},
 		{"missing file", []string{"-m", filepath.Join(dir, "nope.gguf"), "-p", "x"}, "nope.gguf"},
 		{"prompt beyond context", []string{"-m", write("ok.gguf", good), "-c", "8", "-p", strings.Repeat("hello world ", 20)}, "ok.gguf: prompt of"},
 		{"no such OpenCL device", []string{"-m", write("ok2.gguf", good), "-b", "opencl", "--device", "no-such-device", "-p", "x"}, "no-such-device"},
 		{"missing ONNX library", []string{"-b", "onnx", "-m", shared.Models(t, "onnx-genai-test/tiny-random-gpt2-fp32"), "--ort-lib", filepath.Join(dir, "libnope.so"), "-p", "x"}, "make onnxruntime"},
 		{"unknown backend", []string{"-m", write("ok3.gguf", good), "-b", "cuda", "-p", "x"}, "cuda"},
+		{"unknown cache type", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-p", "x"}, `cache type "q8_0" is not supported`},
 		{"bad prompt ids", []string{"-m", write("ok4.gguf", good), "--prompt-ids", "1,x"}, "x"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if slices.Contains(tc.args, "opencl") {
+				needOpenCL(t)
+			}
 			stdout, stderr, code := run(t, tc.args...)
 			// One error line; load information may precede it and a device
 			// listing follow it.
@@ -154,6 +159,9 @@ func TestGenerateText(t *testing.T) {
 		var want struct{ text string }
 		want.text = recordText(t, rec.Model)
 		for _, b := range []string{"cpu", "opencl"} {
+			if b == "opencl" && !haveOpenCL() {
+				continue // no device: the CPU half still runs
+			}
 			stdout, stderr, code := run(t, "-m", rec.Path(t), "-b", b, "--temp", "0", "-n", "48", "-p", rec.Prompt)
 			if code != 0 {
 				t.Fatalf("%s %s: exit %d: %s", rec.Model, b, code, stderr)
@@ -228,6 +236,7 @@ func TestSeed(t *testing.T) {
 
 // parity passes on real F32 weights within 1e-3 (issue: CPU vs OpenCL).
 func TestParityCommand(t *testing.T) {
+	needOpenCL(t)
 	m := shared.Models(t, "stories260K/stories260K.gguf")
 	stdout, stderr, code := run(t, "parity", "-m", m, "-p", "Once upon a time", "-n", "24", "--backends", "cpu,opencl", "--tol", "1e-3")
 	if code != 0 {
@@ -250,11 +259,12 @@ func readJSON(t *testing.T, path string, v any) {
 }
 
 // --dump-logits writes one little-endian float32 row per generated step:
-// from BOS, stories260K's rows are the float64 reference's positions 0-2.
+// from BOS, stories260K's rows are the float64 reference's positions 0-2
+// (which keeps K and V exact: an f32 cache).
 func TestDumpLogits(t *testing.T) {
 	ref := fidelity.StoriesRef(t)
 	dump := filepath.Join(t.TempDir(), "logits.bin")
-	_, stderr, code := run(t, "-m", ref.Path, "--prompt-ids", "1", "-n", "3", "--temp", "0", "--output", "ids", "--dump-logits", dump)
+	_, stderr, code := run(t, "-m", ref.Path, "--prompt-ids", "1", "-n", "3", "--temp", "0", "--output", "ids", "--dump-logits", dump, "-ctk", "f32", "-ctv", "f32")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -273,5 +283,31 @@ func TestDumpLogits(t *testing.T) {
 				t.Fatalf("row %d logit %d: %g, want %g", row, i, got, want)
 			}
 		}
+	}
+}
+
+// The KV cache is f16 unless -ctk/-ctv say otherwise, as in llama.cpp: the
+// default run's logits are the explicit f16 run's, bit for bit, and differ
+// from an f32 cache's (K and V rounded to f16 move them by ~1e-4).
+func TestCacheTypeDefault(t *testing.T) {
+	ref := fidelity.StoriesRef(t)
+	dump := func(extra ...string) []byte {
+		p := filepath.Join(t.TempDir(), "logits.bin")
+		args := append([]string{"-m", ref.Path, "--prompt-ids", "1,403,407", "-n", "4", "--temp", "0", "--output", "ids", "--dump-logits", p}, extra...)
+		if _, stderr, code := run(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, stderr)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	def, f16, f32 := dump(), dump("-ctk", "f16", "-ctv", "f16"), dump("--cache-type-k", "f32", "--cache-type-v", "f32")
+	if !bytes.Equal(def, f16) {
+		t.Error("the default cache gives other logits than -ctk f16 -ctv f16")
+	}
+	if bytes.Equal(def, f32) {
+		t.Error("an f32 cache gives the f16 cache's logits bit for bit: the cache type is not applied")
 	}
 }

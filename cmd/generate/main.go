@@ -26,11 +26,18 @@ func main() {
 		Commands: []*cli.Command{
 			tokenizeCommand(),
 			synthCommand(),
+			quantizeCommand(),
 			devicesCommand(),
 			parityCommand(),
 			reportCommand(),
+			templateCommand(),
+			chatCommand(),
 		},
 		HideHelpCommand: true,
+		// A word the commands do not know is an error (exit 2, as go and git
+		// do), so that a script can tell a typo from success.
+		Before:       rejectStrayArgs,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError("%v (see generate --help)", err) },
 		// Errors are printed once, below, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
@@ -45,4 +52,35 @@ func main() {
 		}
 		os.Exit(code)
 	}
+}
+
+// usageError is a command-line mistake: exit status 2, as go and git use.
+func usageError(format string, a ...any) error {
+	return cli.Exit(fmt.Sprintf(format, a...), 2)
+}
+
+// takesArgs are the commands with positional arguments.
+var takesArgs = map[string]bool{"quantize": true}
+
+// rejectStrayArgs makes every command that takes no positional arguments
+// refuse them, naming the first. It runs before any command does, so it
+// covers commands added later too.
+func rejectStrayArgs(c *cli.Context) error {
+	for _, cmd := range c.App.Commands {
+		name := cmd.Name
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return usageError("%s: %v (see generate %s --help)", name, err, name)
+		}
+		if takesArgs[cmd.Name] || cmd.Action == nil {
+			continue
+		}
+		action := cmd.Action
+		cmd.Action = func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError("%s: unexpected argument %q", c.Command.Name, c.Args().First())
+			}
+			return action(c)
+		}
+	}
+	return nil
 }

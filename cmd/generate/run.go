@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/sample"
+	"github.com/glint-llm/glint/tokenizer"
 )
 
 // modelFlags are shared by every command that loads a model.
@@ -23,7 +25,14 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring (default: first GPU, else first device)"},
 		&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
 		&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
+		cacheTypeFlag("k"), cacheTypeFlag("v"),
 	}
+}
+
+// cacheTypeFlag is --cache-type-k or -v (-ctk, -ctv), as llama.cpp names them.
+func cacheTypeFlag(kv string) cli.Flag {
+	return &cli.StringFlag{Name: "cache-type-" + kv, Aliases: []string{"ct" + kv}, Value: "f16",
+		Usage: "KV cache type of " + map[string]string{"k": "keys", "v": "values"}[kv] + ": f16 (as llama.cpp) or f32"}
 }
 
 func promptFlags() []cli.Flag {
@@ -54,6 +63,8 @@ func generateFlags() []cli.Flag {
 	return append(fl,
 		&cli.StringFlag{Name: "dump-logits", Usage: "write each step's logits (little-endian float32, one vocab row per step) to this file"},
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "text, or ids (the generated ids, space-separated)"},
+		&cli.GenericFlag{Name: "stop", Value: &stopList{}, Usage: "stop when the text ends with this string, printing none of it (repeatable)"},
+		&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at end-of-generation tokens (EOS, EOT, <|im_end|>, …)"},
 	)
 }
 
@@ -61,6 +72,7 @@ func loadOpts(c *cli.Context) glint.Options {
 	return glint.Options{
 		Backend: c.String("backend"), Threads: c.Int("threads"),
 		Device: c.String("device"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
+		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
 	}
 }
 
@@ -100,11 +112,14 @@ func promptIDs(c *cli.Context, l *glint.Model) ([]int32, error) {
 }
 
 func runGenerate(c *cli.Context) error {
+	if c.NArg() > 0 {
+		if c.NumFlags() == 0 {
+			return usageError("unknown command %q", c.Args().First())
+		}
+		return usageError("unexpected argument %q (the prompt goes in -p)", c.Args().First())
+	}
 	if c.String("model") == "" {
 		return cli.ShowAppHelp(c)
-	}
-	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (the prompt goes in -p)", c.Args().First())
 	}
 	out := c.String("output")
 	if out != "text" && out != "ids" {
@@ -143,11 +158,28 @@ func runGenerate(c *cli.Context) error {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	opt.Stop = l.IsEOG
+	if !c.Bool("ignore-eos") {
+		opt.Stop = l.IsEOG
+	}
+	// stops sees the text even with --output ids, where the token that
+	// completes a stop string is the first one left out.
+	stops := engine.NewStopStrings(stopStrings(c))
+	var dec *tokenizer.StreamDecoder
+	if out == "text" || len(stopStrings(c)) > 0 {
+		if l.Tokenizer == nil {
+			return fmt.Errorf("%s has no tokenizer: --stop needs one", c.String("model"))
+		}
+		dec = l.Tokenizer.NewStreamDecoder()
+	}
 	first := true
 	switch out {
 	case "ids":
 		opt.OnToken = func(id int32) error {
+			if dec != nil {
+				if _, stopped := stops.Add(dec.Add(id)); stopped {
+					return engine.ErrStop
+				}
+			}
 			if !first {
 				w.WriteByte(' ')
 			}
@@ -156,12 +188,20 @@ func runGenerate(c *cli.Context) error {
 			return w.Flush()
 		}
 	default:
-		dec := l.Tokenizer.NewStreamDecoder()
 		opt.OnToken = func(id int32) error {
-			w.WriteString(dec.Add(id))
+			text, stopped := stops.Add(dec.Add(id))
+			w.WriteString(text)
+			if stopped {
+				return engine.ErrStop
+			}
 			return w.Flush()
 		}
-		defer func() { w.WriteString(dec.Flush()) }()
+		defer func() {
+			if !stops.Stopped() {
+				text, _ := stops.Add(dec.Flush())
+				w.WriteString(text + stops.Flush())
+			}
+		}()
 	}
 	tm, err := engine.Generate(l, prompt, opt)
 	if out == "ids" {
@@ -169,6 +209,9 @@ func runGenerate(c *cli.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if tm.ContextFull {
+		fmt.Fprintf(os.Stderr, "context full after %d tokens (-c %d)\n", len(tm.Generated), l.Context())
 	}
 	printTiming(tm)
 	return nil
@@ -190,4 +233,19 @@ func printTiming(tm engine.Timing) {
 func f64(x float32) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
 	return v
+}
+
+// stopList collects --stop strings exactly as given: a slice flag would
+// split them at commas and trim their spaces, and both can be part of a
+// stop string.
+type stopList []string
+
+func (s *stopList) Set(v string) error { *s = append(*s, v); return nil }
+func (s *stopList) String() string     { return strings.Join(*s, " ") }
+
+func stopStrings(c *cli.Context) []string {
+	if s, ok := c.Generic("stop").(*stopList); ok {
+		return *s
+	}
+	return nil
 }

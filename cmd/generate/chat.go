@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/chattemplate"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/internal/progress"
+	"github.com/glint-llm/glint/sample"
+)
+
+func chatCommand() *cli.Command {
+	fl := append(modelFlags(), samplingFlags()...)
+	fl = append(fl, chatTemplateFlags()...)
+	fl = append(fl,
+		&cli.StringFlag{Name: "system", Usage: "system message that opens the conversation"},
+		&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: -1, Usage: "most tokens per reply (-1: until the end of the turn or a full context)"},
+	)
+	return &cli.Command{
+		Name:  "chat",
+		Usage: "chat with an instruct model, turn by turn (/clear, /save FILE, /load FILE, /exit)",
+		UsageText: "generate chat -m MODEL [--system S] [-b cpu|opencl] [sampling flags] [--chat-template NAME | --chat-template-file FILE]\n\n" +
+			"Each line read is a user message; on a terminal Ctrl-C stops the reply under way. Piped stdin\n" +
+			"works too: stdout then carries only the replies, one turn after another.",
+		Flags:  fl,
+		Action: runChat,
+	}
+}
+
+// errInterrupted stops a reply when Ctrl-C is pressed.
+var errInterrupted = errors.New("interrupted")
+
+// chatSession is a conversation whose rendered prefix stays in the model's
+// KV cache, so that a new turn feeds only the tokens the cache lacks.
+type chatSession struct {
+	m        *glint.Model
+	tmpl     *chattemplate.Template
+	bos, eos string
+	kwargs   map[string]any
+	system   string
+	sampler  *sample.Sampler
+	maxNew   int // most tokens per reply; ≤ 0: no limit but the context
+	extraEOG map[int32]bool
+
+	msgs []chattemplate.Message
+	// cached is the text the KV cache holds, token for token: the rendered
+	// conversation up to the last reply, with the reply's own tokens. Its
+	// length in tokens is m.Pos().
+	cached string
+	// fed are the token ids the cache holds.
+	fed []int32
+	// interrupt, when set, stops the reply under way.
+	interrupt atomic.Bool
+}
+
+// turnStats is what one turn did.
+type turnStats struct {
+	Prefill   int  // tokens fed before the reply
+	Reused    int  // tokens already in the cache
+	Generated int  // tokens of the reply
+	Stopped   bool // interrupted (Ctrl-C)
+	TTFT      time.Duration
+	TBT       time.Duration
+}
+
+func newChatSession(m *glint.Model, tmpl *chattemplate.Template, mt chattemplate.ModelTemplate, kw map[string]any, system string, sp sample.Params, maxNew int) *chatSession {
+	s := &chatSession{m: m, tmpl: tmpl, bos: mt.BOS, eos: mt.EOS, kwargs: kw, system: system,
+		sampler: sample.New(sp, m.Vocab()), maxNew: maxNew, extraEOG: map[int32]bool{}}
+	// Until every model's end-of-generation set is known to the tokenizer,
+	// the turn-ending tokens of the common templates and the template's
+	// own EOS also end a reply.
+	for _, tok := range []string{"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|eom_id|>", mt.EOS} {
+		if id, ok := m.Tokenizer.ID(tok); ok && tok != "" {
+			s.extraEOG[id] = true
+		}
+	}
+	s.clear()
+	return s
+}
+
+// clear starts the conversation again, keeping the system message.
+func (s *chatSession) clear() {
+	s.msgs = s.msgs[:0]
+	if s.system != "" {
+		s.msgs = append(s.msgs, chattemplate.Message{Role: "system", Content: s.system})
+	}
+	s.m.Reset()
+	s.cached, s.fed = "", s.fed[:0]
+}
+
+// load replaces the conversation; the next turn prefills all of it.
+func (s *chatSession) load(msgs []chattemplate.Message) {
+	s.msgs = append(s.msgs[:0], msgs...)
+	s.m.Reset()
+	s.cached, s.fed = "", s.fed[:0]
+}
+
+func (s *chatSession) render(addGen bool) (string, error) {
+	return s.tmpl.Render(chattemplate.Input{Messages: s.msgs, AddGenerationPrompt: addGen, BOS: s.bos, EOS: s.eos, Kwargs: s.kwargs})
+}
+
+// encode tokenizes rendered text. The template writes BOS itself where the
+// model wants one (transformers tokenizes its output without adding
+// specials); a template that does not gets the vocabulary's BOS, once.
+func (s *chatSession) encode(text string, first bool) []int32 {
+	t := s.m.Tokenizer
+	ids := t.Encode(text, false)
+	if first && t.AddBOS() && t.BOS() >= 0 && (len(ids) == 0 || ids[0] != t.BOS()) {
+		ids = append([]int32{t.BOS()}, ids...)
+	}
+	return ids
+}
+
+// turn adds the user's message, feeds what the cache lacks and streams the
+// reply to out.
+func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
+	var st turnStats
+	s.msgs = append(s.msgs, chattemplate.Message{Role: "user", Content: user})
+	full, err := s.render(true)
+	if err != nil {
+		s.msgs = s.msgs[:len(s.msgs)-1]
+		return st, err
+	}
+	// The cache is reused only if the conversation, rendered again, starts
+	// with exactly the text it holds. A template that rewrites earlier
+	// turns (trimming a reply, dating the system message) costs a full
+	// prefill: the cache cannot drop a suffix.
+	var delta string
+	if s.cached != "" && strings.HasPrefix(full, s.cached) && s.m.Pos() == len(s.fed) {
+		delta = full[len(s.cached):]
+		st.Reused = s.m.Pos()
+	} else {
+		s.m.Reset()
+		s.cached, s.fed = "", s.fed[:0]
+		delta = full
+	}
+	prompt := s.encode(delta, s.cached == "")
+	if len(prompt) == 0 {
+		s.msgs = s.msgs[:len(s.msgs)-1]
+		return st, errors.New("the template added nothing for this message")
+	}
+	room := s.m.Context() - s.m.Pos() - len(prompt)
+	if room < 1 {
+		s.msgs = s.msgs[:len(s.msgs)-1]
+		return st, fmt.Errorf("the conversation no longer fits the context of %d tokens (-c): /clear to start again", s.m.Context())
+	}
+	st.Prefill = len(prompt)
+	maxNew := room
+	if s.maxNew > 0 && s.maxNew < maxNew {
+		maxNew = s.maxNew
+	}
+
+	dec := s.m.Tokenizer.NewStreamDecoder()
+	var reply strings.Builder
+	s.interrupt.Store(false)
+	opt := engine.Options{
+		MaxTokens: maxNew,
+		Sampler:   s.sampler,
+		Stop:      func(id int32) bool { return s.m.IsEOG(id) || s.extraEOG[id] },
+		OnToken: func(id int32) error {
+			if s.interrupt.Load() {
+				return errInterrupted
+			}
+			piece := dec.Add(id)
+			reply.WriteString(piece)
+			_, err := io.WriteString(out, piece)
+			return err
+		},
+	}
+	base := s.m.Pos()
+	tm, err := engine.Generate(s.m, prompt, opt)
+	if errors.Is(err, errInterrupted) {
+		st.Stopped, err = true, nil
+	}
+	tail := dec.Flush()
+	reply.WriteString(tail)
+	io.WriteString(out, tail)
+	st.Generated, st.TTFT, st.TBT = len(tm.Generated), tm.TTFT, tm.AvgTBT()
+	if err != nil {
+		// The cache may hold part of this turn: start afresh next time.
+		s.msgs = s.msgs[:len(s.msgs)-1]
+		s.m.Reset()
+		s.cached, s.fed = "", s.fed[:0]
+		return st, err
+	}
+	// The cache holds the prompt and the reply's tokens but for a stop
+	// token or the one Ctrl-C refused; the reply's text is theirs.
+	inCache := s.m.Pos() - base - len(prompt)
+	text := reply.String()
+	if inCache < len(tm.Generated) {
+		text = s.m.Tokenizer.Decode(tm.Generated[:max(inCache, 0)])
+	}
+	s.fed = append(append(s.fed, prompt...), tm.Generated[:max(inCache, 0)]...)
+	s.cached = s.cached + delta + text
+	s.msgs = append(s.msgs, chattemplate.Message{Role: "assistant", Content: text})
+	return st, nil
+}
+
+func runChat(c *cli.Context) error {
+	if c.String("model") == "" {
+		return cli.Exit("chat: -m MODEL is required", 2)
+	}
+	if c.NArg() > 0 {
+		return cli.Exit(fmt.Sprintf("chat: unexpected argument %q (type messages once it starts)", c.Args().First()), 2)
+	}
+	if c.String("backend") == "onnx" {
+		return errors.New("chat: -b onnx is not supported (cpu or opencl)")
+	}
+	sp, err := samplerParams(c)
+	if err != nil {
+		return err
+	}
+	tmpl, mt, kw, err := chatTemplate(c, c.String("model"))
+	if err != nil {
+		return err
+	}
+	m, err := openModel(loadOpts(c), c.String("model"), false)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if m.Tokenizer == nil {
+		return fmt.Errorf("%s has no tokenizer, which a chat needs", c.String("model"))
+	}
+	tty := progress.IsTerminal(os.Stdin)
+	fmt.Fprintf(os.Stderr, "%s (loaded in %d ms)\nchat template: %s\n", m.Info, m.LoadTime.Milliseconds(), tmpl.Origin)
+	if tty {
+		fmt.Fprintln(os.Stderr, "commands: /clear, /save FILE, /load FILE, /exit; Ctrl-C stops a reply, Ctrl-D or /exit ends")
+	}
+	s := newChatSession(m, tmpl, mt, kw, c.String("system"), sp, c.Int("n-predict"))
+
+	// Ctrl-C interrupts the reply under way; at the prompt it only reminds
+	// how to leave.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	var generating atomic.Bool
+	go func() {
+		for range sig {
+			if generating.Load() {
+				s.interrupt.Store(true)
+			} else {
+				fmt.Fprint(os.Stderr, "\n(/exit or Ctrl-D to quit)\n> ")
+			}
+		}
+	}()
+
+	w := bufio.NewWriter(os.Stdout)
+	flushing := writerFunc(func(p []byte) (int, error) {
+		n, err := w.Write(p)
+		if err == nil {
+			err = w.Flush()
+		}
+		return n, err
+	})
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 64<<10), 16<<20)
+	for {
+		if tty {
+			fmt.Fprint(os.Stderr, "> ")
+		}
+		if !in.Scan() {
+			if err := in.Err(); err != nil {
+				return fmt.Errorf("reading stdin: %w", err)
+			}
+			if tty {
+				fmt.Fprintln(os.Stderr)
+			}
+			return nil
+		}
+		line := strings.TrimRight(in.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") {
+			done, err := s.command(line)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%v\n", err)
+			}
+			if done {
+				return nil
+			}
+			continue
+		}
+		generating.Store(true)
+		st, err := s.turn(line, flushing)
+		generating.Store(false)
+		fmt.Fprintln(flushing)
+		if err != nil {
+			if !tty {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+			continue
+		}
+		stopped := ""
+		if st.Stopped {
+			stopped = " (stopped)"
+		}
+		fmt.Fprintf(os.Stderr, "[prefill %d tokens (%d cached), generated %d tokens%s, TTFT %.1f ms, TBT %.1f ms]\n",
+			st.Prefill, st.Reused, st.Generated, stopped, float64(st.TTFT.Microseconds())/1000, float64(st.TBT.Microseconds())/1000)
+	}
+}
+
+// command runs a /command; done says the chat ends.
+func (s *chatSession) command(line string) (done bool, err error) {
+	name, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "/exit", "/quit":
+		return true, nil
+	case "/clear":
+		s.clear()
+		fmt.Fprintln(os.Stderr, "(conversation cleared)")
+	case "/save":
+		if arg == "" {
+			return false, errors.New("/save FILE: which file?")
+		}
+		b, err := json.MarshalIndent(s.msgs, "", "  ")
+		if err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(arg, append(b, '\n'), 0o644); err != nil {
+			return false, fmt.Errorf("/save: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "(saved %d messages to %s)\n", len(s.msgs), arg)
+	case "/load":
+		if arg == "" {
+			return false, errors.New("/load FILE: which file?")
+		}
+		msgs, err := readConversation(arg)
+		if err != nil {
+			return false, err
+		}
+		s.load(msgs)
+		fmt.Fprintf(os.Stderr, "(loaded %d messages from %s)\n", len(msgs), arg)
+	default:
+		return false, fmt.Errorf("unknown command %q: /clear, /save FILE, /load FILE or /exit", name)
+	}
+	return false, nil
+}
+
+// readConversation reads a conversation saved by /save (an OpenAI-style
+// list of {role, content}).
+func readConversation(path string) ([]chattemplate.Message, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("/load: %w", err)
+	}
+	var msgs []chattemplate.Message
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		return nil, fmt.Errorf("/load %s: want a JSON list of {\"role\", \"content\"}: %w", path, err)
+	}
+	for i, m := range msgs {
+		if m.Role == "" {
+			return nil, fmt.Errorf("/load %s: message %d has no role", path, i)
+		}
+	}
+	return msgs, nil
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
