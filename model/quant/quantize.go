@@ -274,33 +274,22 @@ func toFloat(t dtype.Type, x []float32, src []byte) {
 // tokenizer.* pairs of the vocab GGUF, if one is given.
 func hfMetadata(f *load.File, vocab string) ([]gguf.KV, error) {
 	c := f.Config
-	pairs := []struct {
+	var kvs []gguf.KV
+	for _, p := range []struct {
 		k string
 		v any
-	}{
-		{"general.architecture", "llama"},
-		{"general.name", filepath.Base(f.Dir)},
-		{"llama.block_count", uint32(c.NLayer)},
-		{"llama.context_length", uint32(c.Context)},
-		{"llama.embedding_length", uint32(c.NEmbd)},
-		{"llama.feed_forward_length", uint32(c.NFF)},
-		{"llama.attention.head_count", uint32(c.NHead)},
-		{"llama.attention.head_count_kv", uint32(c.NHeadKV)},
-		{"llama.rope.freq_base", c.RopeTheta},
-		{"llama.attention.layer_norm_rms_epsilon", c.RMSEps},
-		{"llama.attention.key_length", uint32(c.HeadDim)},
-		{"llama.attention.value_length", uint32(c.HeadDim)},
-		{"llama.rope.dimension_count", uint32(c.RopeDims)},
-		{"llama.vocab_size", uint32(c.Vocab)},
-	}
-	var kvs []gguf.KV
-	for _, p := range pairs {
+	}{{"general.architecture", "llama"}, {"general.name", filepath.Base(f.Dir)}} {
 		v, err := gguf.NewValue(p.v)
 		if err != nil {
 			return nil, fmt.Errorf("quant: %s: %w", p.k, err)
 		}
 		kvs = append(kvs, gguf.KV{Key: p.k, Value: v})
 	}
+	hp, err := gguf.LlamaHParams(c)
+	if err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
+	}
+	kvs = append(kvs, hp...)
 	if vocab == "" {
 		return kvs, nil
 	}

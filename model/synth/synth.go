@@ -320,27 +320,23 @@ func WriteGGUF(path string, o Options) error {
 		{"general.architecture", "llama"},
 		{"general.name", "glint synth " + p.shape.Name},
 		{"general.file_type", p.fileType},
-		{"llama.block_count", uint32(c.NLayer)},
-		{"llama.context_length", uint32(c.Context)},
-		{"llama.embedding_length", uint32(c.NEmbd)},
-		{"llama.feed_forward_length", uint32(c.NFF)},
-		{"llama.attention.head_count", uint32(c.NHead)},
-		{"llama.attention.head_count_kv", uint32(c.NHeadKV)},
-		{"llama.rope.freq_base", c.RopeTheta},
-		{"llama.attention.layer_norm_rms_epsilon", c.RMSEps},
-		{"llama.attention.key_length", uint32(c.HeadDim)},
-		{"llama.attention.value_length", uint32(c.HeadDim)},
-		{"llama.rope.dimension_count", uint32(c.RopeDims)},
-		{"llama.vocab_size", uint32(c.Vocab)},
-	}
-	if p.weight.Quantized() {
-		kvs = append(kvs, struct {
-			k string
-			v any
-		}{"general.quantization_version", uint32(2)})
 	}
 	for _, kv := range kvs {
 		if err := w.Add(kv.k, kv.v); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	hp, err := gguf.LlamaHParams(c)
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	for _, kv := range hp {
+		if err := w.Add(kv.Key, kv.Value); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if p.weight.Quantized() {
+		if err := w.Add("general.quantization_version", uint32(2)); err != nil {
 			return fmt.Errorf("synth: %w", err)
 		}
 	}
