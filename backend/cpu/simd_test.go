@@ -72,24 +72,7 @@ func TestMatMulSIMD(t *testing.T) {
 			}
 			for _, l := range simdLevels() {
 				name := fmt.Sprintf("%v/%v/n=%d", l, dt, n)
-				b := newAt(2, l)
-				w, err := b.Weight("w", dt, []int{m, k}, raw)
-				if err != nil {
-					t.Fatal(err)
-				}
-				xt, _ := b.Alloc(dtype.F32, n, k)
-				dst, _ := b.Alloc(dtype.F32, n, m)
-				if err := b.WriteF32(xt, 0, x); err != nil {
-					t.Fatal(err)
-				}
-				b.MatMulTransposed(dst, xt, w, n)
-				got := make([]float32, n*m)
-				if err := b.ReadF32(dst, 0, got); err != nil {
-					t.Fatal(err)
-				}
-				if err := b.Close(); err != nil {
-					t.Fatal(err)
-				}
+				got := matMulAt(t, l, 2, dt, raw, m, k, n, x)
 				for i := range n {
 					for o := range m {
 						var want, mag float64

@@ -22,12 +22,18 @@ import (
 // run executes this test binary as the generate command (see TestMain).
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runEnv(t, nil, args...)
+}
+
+// runEnv is run with env added to the environment.
+func runEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,28 +8,6 @@ import (
 
 	"github.com/glint-llm/glint/backend/opencl"
 )
-
-// runEnv is run with extra environment variables.
-func runEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return o.String(), e.String(), code
-}
 
 // Where the OpenCL library cannot be found (here: pointed at a name that
 // does not exist), the CPU backend still runs, and OpenCL says what to
