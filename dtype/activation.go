@@ -91,12 +91,7 @@ func Q8_0Scale(x []float32) (d, id float32) {
 // Q8_KScale returns a Q8_K activation block's scale and the multiplier that
 // quantises it (both 0 for an all-zero block).
 func Q8_KScale(x []float32) (d, iscale float32) {
-	var amax, m float32
-	for _, v := range x {
-		if a := float32(math.Abs(float64(v))); a > amax {
-			amax, m = a, v
-		}
-	}
+	m, amax := signedMax(x)
 	if amax == 0 {
 		return 0, 0
 	}

@@ -85,12 +85,7 @@ func quantizeQ8_0(blk []byte, x []float32) {
 // element maps exactly to the nibble 0 (-8) and the other side gets up to +7;
 // the nibble is (int8)(x/d + 8.5), truncated toward zero, capped at 15.
 func quantizeQ4_0(blk []byte, x []float32) {
-	var amax, mx float32
-	for _, v := range x {
-		if a := abs32(v); amax < a {
-			amax, mx = a, v
-		}
-	}
+	mx, _ := signedMax(x)
 	d := float32(mx / -8)
 	var id float32
 	if d != 0 {

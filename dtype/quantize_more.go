@@ -44,7 +44,8 @@ func minMax(x []float32) (mn, mx float32) {
 }
 
 // signedMax is the element of largest magnitude with its sign (the first
-// on ties) and that magnitude.
+// on ties) and that magnitude: the scale of Q4_0, Q5_0, Q8_K and the
+// K-quants' sub-blocks.
 func signedMax(x []float32) (mx, amax float32) {
 	for _, v := range x {
 		if a := abs32(v); a > amax {
@@ -73,12 +74,7 @@ func quantizeQ4_1(blk []byte, x []float32) {
 }
 
 func quantizeQ5_0(blk []byte, x []float32) {
-	var amax, mx float32
-	for _, v := range x {
-		if a := abs32(v); amax < a {
-			amax, mx = a, v
-		}
-	}
+	mx, _ := signedMax(x)
 	d := float32(mx / -16)
 	var id float32
 	if d != 0 {
