@@ -67,81 +67,63 @@ func TestOpenCLMatchesCPU(t *testing.T) {
 }
 
 func testOpenCLMatchesCPU(t *testing.T, rec fidelity.Record, ct dtype.Type) {
-	{
-		{
-			path := rec.Path(t)
-			c := cpu.New(2)
-			t.Cleanup(func() { c.Close() })
-			mc := openCache(t, c, path, 128, ct)
-			mg := openCache(t, newOpenCL(t), path, 128, ct)
-			tol := 1e-3
-			if ct == dtype.F16 || halfWeights(t, path) {
-				tol = 2e-2
-			}
-			if quantized(t, path) {
-				tol = 1
-			}
-			lc, lg := make([]float32, mc.Vocab()), make([]float32, mc.Vocab())
-			batch := rec.PromptIDs
-			var worst float64
-			for step := 0; step < rec.NPredict; step++ {
-				for _, m := range []*layers.Model{mc, mg} {
-					if err := m.Eval(batch); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := mc.Logits(lc); err != nil {
-					t.Fatal(err)
-				}
-				if err := mg.Logits(lg); err != nil {
-					t.Fatal(err)
-				}
-				for i := range lc {
-					worst = math.Max(worst, math.Abs(float64(lc[i]-lg[i])))
-				}
-				top, gap := sample.TopGap(lc)
-				if g := sample.Argmax(lg); g != top && gap >= 1e-3 {
-					t.Fatalf("step %d: opencl picks %d, cpu %d with a top-2 gap of %g", step, g, top, gap)
-				}
-				if dev, err := mg.Argmax(); err != nil || dev != sample.Argmax(lg) {
-					t.Fatalf("step %d: device argmax %d (%v), host argmax of its logits %d", step, dev, err, sample.Argmax(lg))
-				}
-				batch = []int32{top}
-			}
-			if worst > tol {
-				t.Fatalf("max |Δlogit| %g > %g", worst, tol)
-			}
-			t.Logf("max |Δlogit| %.3g over %d steps", worst, rec.NPredict)
-		}
+	path := rec.Path(t)
+	c := cpu.New(2)
+	t.Cleanup(func() { c.Close() })
+	mc := openCache(t, c, path, 128, ct)
+	mg := openCache(t, newOpenCL(t), path, 128, ct)
+	quantized, half := weightKinds(t, path)
+	tol := 1e-3
+	if ct == dtype.F16 || half {
+		tol = 2e-2
 	}
+	if quantized {
+		tol = 1
+	}
+	lc, lg := make([]float32, mc.Vocab()), make([]float32, mc.Vocab())
+	batch := rec.PromptIDs
+	var worst float64
+	for step := 0; step < rec.NPredict; step++ {
+		for _, m := range []*layers.Model{mc, mg} {
+			if err := m.Eval(batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mc.Logits(lc); err != nil {
+			t.Fatal(err)
+		}
+		if err := mg.Logits(lg); err != nil {
+			t.Fatal(err)
+		}
+		for i := range lc {
+			worst = math.Max(worst, math.Abs(float64(lc[i]-lg[i])))
+		}
+		top, gap := sample.TopGap(lc)
+		if g := sample.Argmax(lg); g != top && gap >= 1e-3 {
+			t.Fatalf("step %d: opencl picks %d, cpu %d with a top-2 gap of %g", step, g, top, gap)
+		}
+		if dev, err := mg.Argmax(); err != nil || dev != sample.Argmax(lg) {
+			t.Fatalf("step %d: device argmax %d (%v), host argmax of its logits %d", step, dev, err, sample.Argmax(lg))
+		}
+		batch = []int32{top}
+	}
+	if worst > tol {
+		t.Fatalf("max |Δlogit| %g > %g", worst, tol)
+	}
+	t.Logf("max |Δlogit| %.3g over %d steps", worst, rec.NPredict)
 }
 
-// halfWeights reports whether a GGUF file has F16 or BF16 tensors.
-func halfWeights(t *testing.T, path string) bool {
+// weightKinds reports whether a GGUF file has block-quantised tensors and
+// whether it has F16 or BF16 ones.
+func weightKinds(t *testing.T, path string) (quantized, half bool) {
 	f, err := load.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	for _, ti := range f.GGUF.Tensors {
-		if ti.Type == dtype.F16 || ti.Type == dtype.BF16 {
-			return true
-		}
+		quantized = quantized || ti.Type.Quantized()
+		half = half || ti.Type == dtype.F16 || ti.Type == dtype.BF16
 	}
-	return false
-}
-
-// quantized reports whether a GGUF file has block-quantised tensors.
-func quantized(t *testing.T, path string) bool {
-	f, err := load.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, ti := range f.GGUF.Tensors {
-		if ti.Type.Quantized() {
-			return true
-		}
-	}
-	return false
+	return quantized, half
 }

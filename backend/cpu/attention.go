@@ -156,7 +156,7 @@ func (b *Backend) attentionItems(t *task, id, lo, hi int) {
 		kvOff := h / group * hd
 		copy(qr, t.q[row*t.qStride+h*hd:row*t.qStride+(h+1)*hd])
 		if t.kh != nil {
-			roundF16(qr)
+			dtype.RoundActivations(dtype.F16, qr, qr)
 		}
 		s := sc.scores[:L]
 		mx := float32(math.Inf(-1))
@@ -176,7 +176,7 @@ func (b *Backend) attentionItems(t *task, id, lo, hi int) {
 			s[j] *= inv
 		}
 		if t.vh != nil {
-			roundF16(s)
+			dtype.RoundActivations(dtype.F16, s, s)
 		}
 		clear(acc)
 		for j, p := range s {
@@ -201,13 +201,6 @@ func cacheRow(dst, f32 []float32, h []uint16, off int) {
 	}
 	for i, v := range h[off : off+len(dst)] {
 		dst[i] = dtype.F16ToF32(v)
-	}
-}
-
-// roundF16 rounds every element to the nearest f16, ties to even.
-func roundF16(x []float32) {
-	for i, v := range x {
-		x[i] = dtype.F16ToF32(dtype.F32ToF16(v))
 	}
 }
 

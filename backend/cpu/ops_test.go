@@ -191,7 +191,7 @@ func TestAttentionSIMD(t *testing.T) {
 			qr := q
 			if half.k {
 				qr = append([]float32(nil), q...)
-				roundF16(qr)
+				dtype.RoundActivations(dtype.F16, qr, qr)
 			}
 			want, mag, big := refAttentionF64(qr, kr, vr, c.n, c.pos0, c.kvLen, c.heads, c.kvHeads, c.headDim, scale, half.v)
 			var ref []float32

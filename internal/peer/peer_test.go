@@ -10,6 +10,7 @@ import (
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/internal/shared"
+	"github.com/glint-llm/glint/sample"
 )
 
 // peerFiles are the staged files of the fidelity issue: stories260K (real
@@ -85,12 +86,7 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 						if err := m.Logits(row); err != nil {
 							t.Fatal(err)
 						}
-						best := int32(0)
-						for j, v := range row {
-							if v > row[best] {
-								best = int32(j)
-							}
-						}
+						best := sample.Argmax(row)
 						rows, force, batch = append(rows, row), append(force, best), []int32{best}
 					}
 					ref, err := peer.Forced(dir, path, ids, force, ct, m.Vocab())
