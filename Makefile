@@ -7,7 +7,7 @@ SHARED  ?= ../shared
 DEMO    := $(CACHE)/demo-small-Q8_0.gguf
 
 # make bench: weight types (in order), tokens per run, timed runs, backends.
-BENCH_TYPES    ?= Q4_0 Q8_0 F16
+BENCH_TYPES    ?= Q4_0 Q8_0 Q4_K_M Q6_K F16
 BENCH_N        ?= 16
 BENCH_RUNS     ?= 3
 BENCH_BACKENDS ?= cpu,opencl

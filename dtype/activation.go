@@ -4,15 +4,22 @@ import (
 	"math"
 )
 
-// Q8_K is ggml's activation type for K-quant weights: a float32 scale, 256
-// int8 values and 16 int16 partial sums. glint never stores it in a file;
-// it defines how activations are rounded for Q6_K matmuls.
-const Q8_K Type = 15
+// The activation-only types: glint never stores them in a file; they define
+// how activations are rounded for quantised matmuls.
+const (
+	// Q8_1 is Q8_0 plus a per-block sum s = f16(d·Σq), with d the block scale
+	// before its f16 rounding: the weights with a min (Q4_1, Q5_1) add m·s.
+	Q8_1 Type = 9
+	// Q8_K is a float32 scale per 256 int8 values and 16 int16 partial sums
+	// (the K-quants subtract their mins from those sums).
+	Q8_K Type = 15
+)
 
 // ActivationType is the type a matmul's activations are rounded to for
-// weights of type t, as llama.cpp does (ggml's vec_dot_type): Q8_0 for Q4_0
-// and Q8_0 weights, Q8_K for Q6_K, F16 for F16, BF16 for BF16, and F32 (no
-// rounding) for F32. A product of two F16 (or two BF16) values is exact in
+// weights of type t, as llama.cpp does (ggml's vec_dot_type): Q8_0 for Q4_0,
+// Q5_0, Q8_0 and IQ4_NL weights, Q8_1 for Q4_1 and Q5_1, Q8_K for the
+// K-quants and IQ4_XS, F16 for F16, BF16 for BF16, and F32 (no rounding)
+// for F32. A product of two F16 (or two BF16) values is exact in
 // float32, so rounding x is the whole difference from an f32 dot product.
 //
 // Rounding the activations is what lets a backend use integer dot products;
@@ -20,9 +27,11 @@ const Q8_K Type = 15
 // llama.cpp's tokens and every backend gives the same ones.
 func (t Type) ActivationType() Type {
 	switch t {
-	case Q4_0, Q8_0:
+	case Q4_0, Q5_0, Q8_0, IQ4_NL:
 		return Q8_0
-	case Q6_K:
+	case Q4_1, Q5_1:
+		return Q8_1
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		return Q8_K
 	case F16, BF16:
 		return t
@@ -31,12 +40,13 @@ func (t Type) ActivationType() Type {
 }
 
 // RoundActivations writes to dst the values that the integer dot products
-// see when a row x is quantised to activation type at (Q8_0 or Q8_K; F32
-// copies). It is the reference every backend's matmul is tested against:
+// see when a row x is quantised to activation type at (Q8_0, Q8_1 or Q8_K;
+// F32 copies). It is the reference every backend's matmul is tested against:
 //
-//   - Q8_0, per block of 32 (ggml's x86 quantize_row_q8_0): amax = max|x|,
-//     d = amax/127 stored as f16, id = 127/amax (0 when amax is 0),
-//     q = round-half-even(x·id), value = f16(d)·q.
+//   - Q8_0 and Q8_1, per block of 32 (ggml's x86 quantize_row_q8_0/_1):
+//     amax = max|x|, d = amax/127 stored as f16, id = 127/amax (0 when amax
+//     is 0), q = round-half-even(x·id), value = f16(d)·q. Q8_1's block sum
+//     (Q8_1Sum) is not a value: the matmul multiplies it by the weights' min.
 //   - Q8_K, per block of 256 (quantize_row_q8_K_ref): m = the element of
 //     largest magnitude (the first on ties), iscale = -127/m,
 //     q = min(127, round-half-even(iscale·x)), value = q·(1/iscale).
@@ -44,7 +54,7 @@ func (t Type) ActivationType() Type {
 //     GGML_FP32_TO_FP16 with F16C, GGML_FP32_TO_BF16).
 func RoundActivations(at Type, dst, x []float32) {
 	switch at {
-	case Q8_0:
+	case Q8_0, Q8_1:
 		for b := 0; b+QK8_0 <= len(x); b += QK8_0 {
 			d, id := Q8_0Scale(x[b : b+QK8_0])
 			for j := b; j < b+QK8_0; j++ {
@@ -102,3 +112,17 @@ func Q8_KScale(x []float32) (d, iscale float32) {
 // RoundEven rounds to the nearest integer, ties to even (the x86 default
 // rounding mode, and ggml's nearest_int).
 func RoundEven(x float32) float32 { return float32(math.RoundToEven(float64(x))) }
+
+// Q8_1Sum is a Q8_1 block's s: the sum of its quants times its scale before
+// the f16 rounding (amax/127), rounded to f16, as ggml's x86
+// quantize_row_q8_1 stores it.
+func Q8_1Sum(x []float32) float32 {
+	_, id := Q8_0Scale(x)
+	var amax float32
+	var s int32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+		s += int32(RoundEven(v * id))
+	}
+	return F16ToF32(F32ToF16(amax / 127 * float32(s)))
+}

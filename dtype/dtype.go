@@ -99,15 +99,10 @@ func (t Type) String() string {
 // written and converted.
 func (t Type) Known() bool { _, ok := geometry[t]; return ok }
 
-// backendTypes are the types both backends implement today.
-var backendTypes = map[Type]bool{F32: true, F16: true, BF16: true, Q8_0: true, Q4_0: true, Q6_K: true, I32: true}
-
-// Valid reports whether t is one of the types the backends implement (F32,
-// F16, BF16, Q8_0, Q4_0, Q6_K, I32), a subset of the Known ones. The
-// backends gate tensors on it, so a type dtype knows but a backend has no
-// kernels for is refused there with an error naming it rather than reaching
-// a matmul that does not handle it.
-func (t Type) Valid() bool { return backendTypes[t] }
+// Valid reports whether t is a type the backends implement: every Known one.
+// The backends gate tensors on it, so a type with no layout here is refused
+// there with an error naming it rather than reaching a kernel.
+func (t Type) Valid() bool { return t.Known() }
 
 // KnownTypes lists the known types in id order.
 func KnownTypes() []Type {
@@ -144,9 +139,13 @@ func (t Type) Quantized() bool { return t.Known() && t.BlockSize() > 1 }
 
 // BlockSize is the number of elements in one block (1 for plain types).
 func (t Type) BlockSize() int {
-	if t == Q8_K {
+	switch t {
+	case Q8_K:
 		return QK_K
+	case Q8_1:
+		return QK8_0
 	}
+
 	if g, ok := geometry[t]; ok {
 		return g[0]
 	}

@@ -125,6 +125,8 @@ func FuzzDequantizeBlocks(f *testing.F) {
 				h := binary.LittleEndian.Uint16(blk[off:])
 				finite = finite && h&0x7c00 != 0x7c00
 			}
+			var l Levels
+			l.Unpack(typ, blk)
 			for j, v := range one {
 				if math.Float32bits(v) != math.Float32bits(row[b*bs+j]) {
 					t.Fatalf("%v block %d element %d: %v alone, %v in the row", typ, b, j, v, row[b*bs+j])
@@ -132,7 +134,20 @@ func FuzzDequantizeBlocks(f *testing.F) {
 				if finite && (math.IsNaN(float64(v)) || math.IsInf(float64(v), 0)) {
 					t.Fatalf("%v block %d element %d: %v from finite scales", typ, b, j, v)
 				}
+				// The integer view the matmuls use must describe the same
+				// value, up to ggml's float32 roundings (at most three, of
+				// terms no larger than these).
+				if !finite {
+					continue
+				}
+				g := j / l.Group
+				a := float64(l.D) * float64(l.Scale[g]) * float64(l.V[j])
+				m := float64(l.M) * float64(l.Min[g])
+				if d := math.Abs(float64(v) - (a - m)); d > 0x1p-21*(math.Abs(a)+math.Abs(m))+0x1p-140 {
+					t.Fatalf("%v block %d element %d: %v decoded, %v from Levels", typ, b, j, v, a-m)
+				}
 			}
+
 		}
 	})
 }

@@ -29,15 +29,18 @@ inline float div_rn(float a, float b) {
 #endif
 }
 
-// quantize_q8_0: one work-item per 32-element block (ggml's x86
-// quantize_row_q8_0): d = f16(amax/127), q = rint(x·(127/amax)).
-// Launch: global (roundUp(K/32, L), n), local (L, 1).
-kernel void quantize_q8_0(global const float* x, global char* xq, global float* xd, int K) {
-	int b = get_global_id(0), i = get_global_id(1);
-	int nb = K / 32;
-	if (b >= nb)
-		return;
-	ulong off = (ulong)i * K + (ulong)b * 32;
+inline int isum16(int16 v) {
+	int8 a = v.lo + v.hi;
+	int4 b = a.lo + a.hi;
+	int2 c = b.lo + b.hi;
+	return c.x + c.y;
+}
+
+// quant_block32 quantises the 32 floats at x + off to xq + off as ggml's
+// x86 quantize_row_q8_0 does: d = f16(amax/127), q = rint(x·(127/amax)). It
+// returns d; *dr gets amax/127 before the f16 rounding and *sum Σq, which
+// Q8_1 needs.
+inline float quant_block32(global const float* x, global char* xq, ulong off, float* dr, int* sum) {
 	float16 v0 = vload16(0, x + off), v1 = vload16(0, x + off + 16);
 	float16 a = fmax(fabs(v0), fabs(v1));
 	float8 a8 = fmax(a.lo, a.hi);
@@ -45,21 +48,58 @@ kernel void quantize_q8_0(global const float* x, global char* xq, global float* 
 	float2 a2 = fmax(a4.lo, a4.hi);
 	float amax = fmax(a2.x, a2.y);
 	float d = 0.0f, id = 0.0f;
+	*dr = 0.0f;
 	if (amax != 0.0f) {
-		d = f16_round(div_rn(amax, 127.0f));
+		*dr = div_rn(amax, 127.0f);
+		d = f16_round(*dr);
 		id = div_rn(127.0f, amax);
 	}
 	// |x·id| ≤ 127 (up to rounding, which rint undoes): no saturation.
-	vstore16(convert_char16(rint(v0 * id)), 0, xq + off);
-	vstore16(convert_char16(rint(v1 * id)), 0, xq + off + 16);
-	xd[(ulong)i * nb + b] = d;
+	char16 q0 = convert_char16(rint(v0 * id)), q1 = convert_char16(rint(v1 * id));
+	vstore16(q0, 0, xq + off);
+	vstore16(q1, 0, xq + off + 16);
+	*sum = isum16(convert_int16(q0) + convert_int16(q1));
+	return d;
 }
+
+// quantize_q8_0: one work-item per 32-element block.
+// Launch: global (roundUp(K/32, L), n), local (L, 1).
+kernel void quantize_q8_0(global const float* x, global char* xq, global float* xd, int K) {
+	int b = get_global_id(0), i = get_global_id(1);
+	int nb = K / 32;
+	if (b >= nb)
+		return;
+	float dr;
+	int sum;
+	xd[(ulong)i * nb + b] = quant_block32(x, xq, (ulong)i * K + (ulong)b * 32, &dr, &sum);
+}
+
+// quantize_q8_1: quantize_q8_0 that also stores each block's sum
+// s = f16((amax/127)·Σq) (dtype.Q8_1Sum), after its scale: xd holds the
+// pairs (d, s), row i at 2·i·K/32. The weights with a min (Q4_1, Q5_1)
+// multiply it by their min. Launch: as quantize_q8_0.
+kernel void quantize_q8_1(global const float* x, global char* xq, global float* xd, int K) {
+	int b = get_global_id(0), i = get_global_id(1);
+	int nb = K / 32;
+	if (b >= nb)
+		return;
+	float dr;
+	int sum;
+	float d = quant_block32(x, xq, (ulong)i * K + (ulong)b * 32, &dr, &sum);
+	vstore2((float2)(d, f16_round(dr * (float)sum)), (ulong)i * nb + b, xd);
+}
+
+// Q8K_F must match q8kFloats in matmul.go: floats per Q8_K block in xd.
+#define Q8K_F 17
 
 // quantize_q8_k: one work-group per 256-element block
 // (quantize_row_q8_K_ref): m = the element of largest magnitude, the first
 // on ties, found by a reduction that keeps the smaller index on equal
 // magnitudes, so that the result does not depend on the group size;
-// iscale = -127/m, q = min(127, rint(iscale·x)), d = 1/iscale.
+// iscale = -127/m, q = min(127, rint(iscale·x)), d = 1/iscale. Each block
+// stores Q8K_F floats in xd (row i at Q8K_F·i·K/256): d, then the sums of
+// its sixteen 16-element groups of quants (exact in a float), which the
+// K-quants multiply by their mins.
 // Launch: global (K/256·L, n), local (L, 1) with L a power of two ≤ 256;
 // ra and ri hold L floats and L ints.
 kernel void quantize_q8_k(global const float* x, global char* xq, global float* xd, int K,
@@ -93,34 +133,98 @@ kernel void quantize_q8_k(global const float* x, global char* xq, global float* 
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
 	global char* q = xq + off;
+	global float* dd = xd + ((ulong)i * (K / 256) + b) * Q8K_F;
 	if (ra[0] == 0.0f) {
 		for (int k = lid; k < 256; k += L)
 			q[k] = 0;
-		if (lid == 0)
-			xd[(ulong)i * (K / 256) + b] = 0.0f;
+		for (int k = lid; k < Q8K_F; k += L)
+			dd[k] = 0.0f;
 		return;
 	}
 	float iscale = div_rn(-127.0f, xb[ri[0]]);
 	for (int k = lid; k < 256; k += L)
 		q[k] = (char)fmin(127.0f, rint(iscale * xb[k]));
+	// A group's sum recomputes its quants (the same expression, so the
+	// same values) rather than wait for other work-items' stores.
+	for (int g = lid; g < 16; g += L) {
+		int sum = 0;
+		for (int k = 16 * g; k < 16 * g + 16; k++)
+			sum += (int)fmin(127.0f, rint(iscale * xb[k]));
+		dd[1 + g] = (float)sum;
+	}
 	if (lid == 0)
-		xd[(ulong)i * (K / 256) + b] = div_rn(1.0f, iscale);
-}
-
-inline int isum16(int16 v) {
-	int8 a = v.lo + v.hi;
-	int4 b = a.lo + a.hi;
-	int2 c = b.lo + b.hi;
-	return c.x + c.y;
+		dd[0] = div_rn(1.0f, iscale);
 }
 
 // Each weight type T reads a row in "units" (QU_T elements sharing their
-// stored bytes, as in weights.cl): wload_T decodes unit u into registers
-// (wu_T, with its f16 scale d as float) and IDOT_T(w, p) is its exact
-// integer dot product with the activation quants at p, which points at the
-// unit's first element (XOFF_T(u)); the unit's activation scale is
-// xd[XBLK_T(u)]. IDOT_T is a macro so that p may be global or local.
-// Products fit in shorts where the comments say so; sums are ints.
+// stored bytes, as in weights.cl), UPB_T units to a weight block: wload_T
+// decodes unit u into registers (wu_T, with its block's f16 scales as
+// floats). The unit's activation quants start at XOFF_T(u) and its
+// activation block is XBLK_T(u), whose XDN_T floats (the scale d; for Q8_1
+// then the block sum s, for Q8_K the sixteen group sums) start at
+// xd[XDN_T·XBLK_T(u)]. The K-quants and IQ4_XS split their 256-element
+// blocks into units of 64 or 32 to keep the decoded unit in registers.
+// The macros below take p and xp as macro arguments so that they may point
+// to global or local memory. Products fit in shorts where the comments say
+// so; sums are ints, exact.
+//
+// Q4_0 and Q8_0 sum float block terms (the CPU backend's float64 sum, see
+// fsum_add): IDOT_T(w, p) is the unit's exact integer dot product and
+// TERM_T(w, s, xp) the block's term (dw·dx)·Σ.
+//
+// Every other type follows ggml's x86 order ("lanes", the CPU backend's
+// dotKLanes and dot32Lanes, which the kernels must reproduce bit for bit):
+// LDOT_T(w, p, u) is the unit's share of its block's eight exact integer
+// lane sums, lane l gathering, in every 32-element chunk, elements
+// 4l … 4l+3 with their sub-block scales; PDOT_T(w, xp, u) its share of the
+// integer min terms from the group sums at xp, in the lanes LK_T says (see
+// lanes_block). HDR_T is the block's size in bytes and the offsets of its
+// f16 d and min (-1: none), read by wdm.
+
+// term_d is (dw·dx)·Σ, the term of the types without a min, each product
+// rounded to float (no contraction, as the CPU backend computes it).
+inline float term_d(float wd, float xd, int s) {
+#pragma OPENCL FP_CONTRACT OFF
+	return (wd * xd) * (float)s;
+}
+
+// idot32 is Σ a·x0 + b·x1 for 32 elements whose products are at most
+// 128·127 in magnitude: two of them still fit a short, the sum needs an int.
+inline int idot32(short16 a, short16 b, char16 x0, char16 x1) {
+	short16 pa = a * convert_short16(x0), pb = b * convert_short16(x1);
+	int8 s = convert_int8(pa.lo + pa.hi) + convert_int8(pb.lo + pb.hi);
+	int4 t = s.lo + s.hi;
+	int2 u = t.lo + t.hi;
+	return u.x + u.y;
+}
+
+// fold4 sums each run of four consecutive elements: 16 elements that start
+// a 32-element chunk (or its second half) give four lanes.
+inline int4 fold4(int16 p) { return p.s048c + p.s159d + p.s26ae + p.s37bf; }
+
+// place4 puts four lane sums at lanes 0…3 (hi 0) or 4…7 (hi 1).
+inline int8 place4(int4 v, int hi) {
+	int4 z = (int4)0;
+	return hi ? (int8)(z, v) : (int8)(v, z);
+}
+
+// lane_at is v in lane l, zeros elsewhere.
+inline int8 lane_at(int v, int l) {
+	return select((int8)0, (int8)v, (int8)(0, 1, 2, 3, 4, 5, 6, 7) == (int8)l);
+}
+
+// ldot32 is the lanes of 32 consecutive elements a (0…15) and b (16…31),
+// products as idot32's.
+inline int8 ldot32(short16 a, short16 b, char16 x0, char16 x1) {
+	return (int8)(fold4(convert_int16(a * convert_short16(x0))), fold4(convert_int16(b * convert_short16(x1))));
+}
+
+// wdm is the f16 d and min (0 where moff < 0) of block b of a row as floats.
+inline float2 wdm(global const uchar* row, int b, int bytes, int doff, int moff) {
+	global const uchar* blk = row + b * bytes;
+	float d = vload_half(0, (global const half*)(blk + doff));
+	return (float2)(d, moff < 0 ? 0.0f : vload_half(0, (global const half*)(blk + moff)));
+}
 
 // ---- Q4_0 × Q8_0: Σ (qw-8)·qx per 32-element block.
 
@@ -129,6 +233,9 @@ inline int isum16(int16 v) {
 #define XOFF_q4_0(u) ((u) * 32)
 #define XBLK_q4_0(u) (u)
 #define IDOT_q4_0(w, p) idot_q4_0(w, vload16(0, p), vload16(0, (p) + 16))
+#define XDN_q4_0 1
+#define UPB_q4_0 1
+#define TERM_q4_0(w, s, xp) term_d((w).d, (xp)[0], s)
 
 typedef struct {
 	float d;
@@ -160,7 +267,10 @@ inline int idot_q4_0(wu_q4_0 w, char16 x0, char16 x1) {
 #define ABLK_q8_0 32
 #define XOFF_q8_0(u) ((u) * 32)
 #define XBLK_q8_0(u) (u)
-#define IDOT_q8_0(w, p) idot_q8_0(w, vload16(0, p), vload16(0, (p) + 16))
+#define IDOT_q8_0(w, p) idot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
+#define XDN_q8_0 1
+#define UPB_q8_0 1
+#define TERM_q8_0(w, s, xp) term_d((w).d, (xp)[0], s)
 
 typedef struct {
 	float d;
@@ -176,16 +286,6 @@ inline wu_q8_0 wload_q8_0(global const uchar* row, int u) {
 	return w;
 }
 
-inline int idot_q8_0(wu_q8_0 w, char16 x0, char16 x1) {
-	// A product is at most 128·127 and the sum of two fits a short; the
-	// block sum needs an int.
-	short16 pa = w.a * convert_short16(x0), pb = w.b * convert_short16(x1);
-	int8 s = convert_int8(pa.lo + pa.hi) + convert_int8(pb.lo + pb.hi);
-	int4 t = s.lo + s.hi;
-	int2 u = t.lo + t.hi;
-	return u.x + u.y;
-}
-
 // ---- Q6_K × Q8_K: per 256-element block, Σ_j sc[j]·Σ (q6-32)·q8 over its
 // sixteen 16-element sub-blocks. Unit u is weights.cl's 64-element unit:
 // l0 … l0+15 (l0 = 16·(u&1)) of half nh = (u>>1)&1 of super-block u/4, all
@@ -195,8 +295,13 @@ inline int idot_q8_0(wu_q8_0 w, char16 x0, char16 x1) {
 #define ABLK_q6_k 256
 #define XOFF_q6_k(u) (((u) >> 2) * 256 + (((u) >> 1) & 1) * 128 + ((u) & 1) * 16)
 #define XBLK_q6_k(u) ((u) >> 2)
-#define IDOT_q6_k(w, p) \
-	idot_q6_k(w, vload16(0, p), vload16(0, (p) + 32), vload16(0, (p) + 64), vload16(0, (p) + 96))
+#define LDOT_q6_k(w, p, u) \
+	ldot_q6_k(w, vload16(0, p), vload16(0, (p) + 32), vload16(0, (p) + 64), vload16(0, (p) + 96), (u) & 1)
+#define XDN_q6_k Q8K_F
+#define UPB_q6_k 4
+#define PDOT_q6_k(w, xp, u) ((int8)0)
+#define HDR_q6_k 210, 208, -1
+#define LK_q6_k LK_PLAIN
 
 typedef struct {
 	float d;
@@ -225,49 +330,428 @@ inline wu_q6_k wload_q6_k(global const uchar* row, int u) {
 	return w;
 }
 
-inline int idot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
+// ldot_q6_k: the unit's four 16-element rows all sit at chunk offset
+// 16·hf, so they share lanes 4·hf … 4·hf+3.
+inline int8 ldot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3, int hf) {
 	// Each product ≤ 32·127 fits a short; scaled by an int8 sub-scale and
 	// summed over four quarters it needs an int.
 	int16 p = w.s1 * convert_int16(w.q1 * convert_short16(x0)) + w.s2 * convert_int16(w.q2 * convert_short16(x1)) +
 			w.s3 * convert_int16(w.q3 * convert_short16(x2)) + w.s4 * convert_int16(w.q4 * convert_short16(x3));
-	return isum16(p);
+	return place4(fold4(p), hf);
+}
+
+// ---- Q5_0 × Q8_0: Σ (q5-16)·qx per 32-element block; the decoded unit is
+// Q8_0's (|q5-16| ≤ 16).
+
+#define QU_q5_0 32
+#define ABLK_q5_0 32
+#define XOFF_q5_0(u) ((u) * 32)
+#define XBLK_q5_0(u) (u)
+#define LDOT_q5_0(w, p, u) ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
+#define XDN_q5_0 1
+#define UPB_q5_0 1
+#define PDOT_q5_0(w, xp, u) ((int8)0)
+#define HDR_q5_0 22, 0, -1
+#define LK_q5_0 LK_32
+
+typedef wu_q8_0 wu_q5_0;
+
+inline wu_q5_0 wload_q5_0(global const uchar* row, int u) {
+	global const uchar* blk = row + u * 22;
+	uchar16 q = vload16(0, blk + 6);
+	wu_q5_0 w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.a = convert_short16((q & (uchar16)0xF) | q5_hi16(blk + 2, 0)) - (short16)16;
+	w.b = convert_short16((q >> (uchar16)4) | q5_hi16(blk + 2, 1)) - (short16)16;
+	return w;
+}
+
+// ---- IQ4_NL × Q8_0: Σ level·qx per 32-element block (|level| ≤ 127).
+
+#define QU_iq4_nl 32
+#define ABLK_iq4_nl 32
+#define XOFF_iq4_nl(u) ((u) * 32)
+#define XBLK_iq4_nl(u) (u)
+#define LDOT_iq4_nl(w, p, u) ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
+#define XDN_iq4_nl 1
+#define UPB_iq4_nl 1
+#define PDOT_iq4_nl(w, xp, u) ((int8)0)
+#define HDR_iq4_nl 18, 0, -1
+#define LK_iq4_nl LK_NL
+
+typedef wu_q8_0 wu_iq4_nl;
+
+inline wu_iq4_nl wload_iq4_nl(global const uchar* row, int u) {
+	global const uchar* blk = row + u * 18;
+	uchar16 q = vload16(0, blk + 2);
+	wu_iq4_nl w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.a = convert_short16(iq4nl_levels(q & (uchar16)0xF));
+	w.b = convert_short16(iq4nl_levels(q >> (uchar16)4));
+	return w;
+}
+
+// ---- Q4_1 × Q8_1: Σ q·qx per 32-element block with q unsigned, plus the
+// min times the activation block's sum (XDN 2: d and s).
+
+#define QU_q4_1 32
+#define ABLK_q4_1 32
+#define XOFF_q4_1(u) ((u) * 32)
+#define XBLK_q4_1(u) (u)
+#define LDOT_q4_1(w, p, u) ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
+#define XDN_q4_1 2
+#define UPB_q4_1 1
+#define PDOT_q4_1(w, xp, u) ((int8)0)
+#define HDR_q4_1 20, 0, 2
+#define LK_q4_1 LK_Q81
+
+typedef struct {
+	float d, m;
+	short16 a, b;
+} wu_q4_1;
+
+inline wu_q4_1 wload_q4_1(global const uchar* row, int u) {
+	global const uchar* blk = row + u * 20;
+	uchar16 q = vload16(0, blk + 4);
+	wu_q4_1 w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.m = vload_half(1, (global const half*)blk);
+	w.a = convert_short16(q & (uchar16)0xF);
+	w.b = convert_short16(q >> (uchar16)4);
+	return w;
+}
+
+// ---- Q5_1 × Q8_1: Q4_1 with five bits (q ≤ 31).
+
+#define QU_q5_1 32
+#define ABLK_q5_1 32
+#define XOFF_q5_1(u) ((u) * 32)
+#define XBLK_q5_1(u) (u)
+#define LDOT_q5_1(w, p, u) ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
+#define XDN_q5_1 2
+#define UPB_q5_1 1
+#define PDOT_q5_1(w, xp, u) ((int8)0)
+#define HDR_q5_1 24, 0, 2
+#define LK_q5_1 LK_Q81
+
+typedef wu_q4_1 wu_q5_1;
+
+inline wu_q5_1 wload_q5_1(global const uchar* row, int u) {
+	global const uchar* blk = row + u * 24;
+	uchar16 q = vload16(0, blk + 8);
+	wu_q5_1 w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.m = vload_half(1, (global const half*)blk);
+	w.a = convert_short16((q & (uchar16)0xF) | q5_hi16(blk + 4, 0));
+	w.b = convert_short16((q >> (uchar16)4) | q5_hi16(blk + 4, 1));
+	return w;
+}
+
+// Q2_K and Q3_K units are Q6_K's: the 16 quant bytes 32h + 16half … of
+// super-block u/4 (h = (u>>1)&1, half = u&1) hold, at shifts 0, 2, 4 and 6,
+// the 16-element groups p = 8h + 2j + half (j = 0…3) at offsets 0, 32, 64
+// and 96 from XOFF_q6_k(u), with scales p.
+
+// ---- Q3_K × Q8_K: Σ_p scale_p·Σ q3·qx; q3 in [-4, 3], so the decoded unit
+// and its dot product are Q6_K's.
+
+#define QU_q3_k 64
+#define ABLK_q3_k 256
+#define XOFF_q3_k(u) XOFF_q6_k(u)
+#define XBLK_q3_k(u) ((u) >> 2)
+#define LDOT_q3_k(w, p, u) LDOT_q6_k(w, p, u)
+#define XDN_q3_k Q8K_F
+#define UPB_q3_k 4
+#define PDOT_q3_k(w, xp, u) ((int8)0)
+#define HDR_q3_k 110, 108, -1
+#define LK_q3_k LK_PLAIN
+
+typedef wu_q6_k wu_q3_k;
+
+inline wu_q3_k wload_q3_k(global const uchar* row, int u) {
+	global const uchar* blk = row + (u >> 2) * 110;
+	int h = (u >> 1) & 1, hf = u & 1;
+	uchar16 q = vload16(0, blk + 32 + h * 32 + hf * 16);
+	// A clear hmask bit subtracts 4: nh holds the complemented bits j.
+	uchar16 nh = ~(vload16(0, blk + hf * 16) >> (uchar16)(4 * h));
+	const uchar16 m2 = (uchar16)3, m1 = (uchar16)1;
+	wu_q3_k w;
+	w.d = vload_half(54, (global const half*)blk);
+	w.q1 = convert_short16(q & m2) - convert_short16((nh & m1) << (uchar16)2);
+	w.q2 = convert_short16((q >> (uchar16)2) & m2) - convert_short16(((nh >> (uchar16)1) & m1) << (uchar16)2);
+	w.q3 = convert_short16((q >> (uchar16)4) & m2) - convert_short16(((nh >> (uchar16)2) & m1) << (uchar16)2);
+	w.q4 = convert_short16(q >> (uchar16)6) - convert_short16(((nh >> (uchar16)3) & m1) << (uchar16)2);
+	int p = 8 * h + hf;
+	w.s1 = q3k_scale(blk + 96, p);
+	w.s2 = q3k_scale(blk + 96, p + 2);
+	w.s3 = q3k_scale(blk + 96, p + 4);
+	w.s4 = q3k_scale(blk + 96, p + 6);
+	return w;
+}
+
+// ---- Q2_K × Q8_K: Σ_p (sc_p & 15)·Σ q2·qx and Σ_p (sc_p >> 4)·Σ qx.
+
+#define QU_q2_k 64
+#define ABLK_q2_k 256
+#define XOFF_q2_k(u) XOFF_q6_k(u)
+#define XBLK_q2_k(u) ((u) >> 2)
+#define LDOT_q2_k(w, p, u) \
+	ldot_q2_k(w, vload16(0, p), vload16(0, (p) + 32), vload16(0, (p) + 64), vload16(0, (p) + 96), (u) & 1)
+#define XDN_q2_k Q8K_F
+#define UPB_q2_k 4
+// Lane l's min term is groups 2l and 2l+1: this unit's groups g + 2j
+// (g = 8h + hf) are lane 4h + j's share.
+#define PDOT_q2_k(w, xp, u)                                                                          \
+	place4((int4)((w).m1 * (int)(xp)[1 + (w).g], (w).m2 * (int)(xp)[3 + (w).g],                     \
+				   (w).m3 * (int)(xp)[5 + (w).g], (w).m4 * (int)(xp)[7 + (w).g]),                    \
+			(w).g >> 3)
+#define HDR_q2_k 84, 80, 82
+#define LK_q2_k LK_Q2K
+
+typedef struct {
+	float d, dmin;
+	short16 q1, q2, q3, q4;
+	// g is the unit's first group p: its groups are g, g+2, g+4, g+6.
+	int s1, s2, s3, s4, m1, m2, m3, m4, g;
+} wu_q2_k;
+
+inline wu_q2_k wload_q2_k(global const uchar* row, int u) {
+	global const uchar* blk = row + (u >> 2) * 84;
+	int h = (u >> 1) & 1, hf = u & 1;
+	uchar16 q = vload16(0, blk + 16 + h * 32 + hf * 16);
+	global const uchar* sc = blk + 8 * h + hf;
+	const uchar16 m2 = (uchar16)3;
+	wu_q2_k w;
+	w.d = vload_half(40, (global const half*)blk);
+	w.dmin = vload_half(41, (global const half*)blk);
+	w.q1 = convert_short16(q & m2);
+	w.q2 = convert_short16((q >> (uchar16)2) & m2);
+	w.q3 = convert_short16((q >> (uchar16)4) & m2);
+	w.q4 = convert_short16(q >> (uchar16)6);
+	w.s1 = sc[0] & 0xF;
+	w.s2 = sc[2] & 0xF;
+	w.s3 = sc[4] & 0xF;
+	w.s4 = sc[6] & 0xF;
+	w.m1 = sc[0] >> 4;
+	w.m2 = sc[2] >> 4;
+	w.m3 = sc[4] >> 4;
+	w.m4 = sc[6] >> 4;
+	w.g = 8 * h + hf;
+	return w;
+}
+
+// ldot_q2_k is ldot_q6_k for Q2_K's unit.
+inline int8 ldot_q2_k(wu_q2_k w, char16 x0, char16 x1, char16 x2, char16 x3, int hf) {
+	// Products ≤ 3·127 fit a short; scaled and summed they need an int.
+	int16 p = w.s1 * convert_int16(w.q1 * convert_short16(x0)) + w.s2 * convert_int16(w.q2 * convert_short16(x1)) +
+			w.s3 * convert_int16(w.q3 * convert_short16(x2)) + w.s4 * convert_int16(w.q4 * convert_short16(x3));
+	return place4(fold4(p), hf);
+}
+
+// ---- Q4_K × Q8_K: unit u is chunk u&3 of super-block u/4, 64 contiguous
+// elements: sub-block 2c (low nibbles of the chunk's 32 bytes) and 2c+1
+// (high nibbles), each with a 6-bit scale and min; Σ scale·Σ q·qx and
+// Σ min·Σ qx.
+
+#define QU_q4_k 64
+#define ABLK_q4_k 256
+#define XOFF_q4_k(u) ((u) * 64)
+#define XBLK_q4_k(u) ((u) >> 2)
+#define LDOT_q4_k(w, p, u) \
+	ldot_q4_k(w, vload16(0, p), vload16(0, (p) + 16), vload16(0, (p) + 32), vload16(0, (p) + 48))
+#define XDN_q4_k Q8K_F
+#define UPB_q4_k 4
+// MSUM_q4_k is the unit's Σ min·x, ggml's P4[c] for chunk c: Q4_K keeps it
+// in lane c (a four-lane accumulator), Q5_K all four in lane 0 (a scalar).
+#define MSUM_q4_k(w, xp)                                                                  \
+	((w).m1 * ((int)(xp)[1 + (w).g] + (int)(xp)[2 + (w).g]) +                              \
+			(w).m2 * ((int)(xp)[3 + (w).g] + (int)(xp)[4 + (w).g]))
+#define PDOT_q4_k(w, xp, u) lane_at(MSUM_q4_k(w, xp), (w).g >> 2)
+#define HDR_q4_k 144, 0, 2
+#define LK_q4_k LK_Q4K
+
+typedef struct {
+	float d, dmin;
+	short16 q1, q2, q3, q4;
+	// g is the unit's first group: sub-block 2c is groups g and g+1.
+	int s1, s2, m1, m2, g;
+} wu_q4_k;
+
+inline wu_q4_k wload_q4_k(global const uchar* row, int u) {
+	global const uchar* blk = row + (u >> 2) * 144;
+	int c = u & 3;
+	uchar16 qa = vload16(0, blk + 16 + c * 32), qb = vload16(0, blk + 32 + c * 32);
+	const uchar16 m4 = (uchar16)0xF;
+	wu_q4_k w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.dmin = vload_half(1, (global const half*)blk);
+	w.q1 = convert_short16(qa & m4);
+	w.q2 = convert_short16(qb & m4);
+	w.q3 = convert_short16(qa >> (uchar16)4);
+	w.q4 = convert_short16(qb >> (uchar16)4);
+	int2 a = k4_scale_min(blk + 4, 2 * c), b = k4_scale_min(blk + 4, 2 * c + 1);
+	w.s1 = a.x;
+	w.m1 = a.y;
+	w.s2 = b.x;
+	w.m2 = b.y;
+	w.g = 4 * c;
+	return w;
+}
+
+// ldot_q4_k: the unit is two 32-element chunks (sub-blocks 2c: q1, q2 and
+// 2c+1: q3, q4), so q1 and q3 share lanes 0…3, q2 and q4 lanes 4…7.
+inline int8 ldot_q4_k(wu_q4_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
+	// Products ≤ 31·127 (Q5_K) fit a short, scaled an int.
+	int16 lo = w.s1 * convert_int16(w.q1 * convert_short16(x0)) + w.s2 * convert_int16(w.q3 * convert_short16(x2));
+	int16 hi = w.s1 * convert_int16(w.q2 * convert_short16(x1)) + w.s2 * convert_int16(w.q4 * convert_short16(x3));
+	return (int8)(fold4(lo), fold4(hi));
+}
+
+// ---- Q5_K × Q8_K: Q4_K with a fifth bit, bit s of qh[l] for byte l of
+// sub-block s.
+
+#define QU_q5_k 64
+#define ABLK_q5_k 256
+#define XOFF_q5_k(u) ((u) * 64)
+#define XBLK_q5_k(u) ((u) >> 2)
+#define LDOT_q5_k(w, p, u) LDOT_q4_k(w, p, u)
+#define XDN_q5_k Q8K_F
+#define UPB_q5_k 4
+#define PDOT_q5_k(w, xp, u) lane_at(MSUM_q4_k(w, xp), 0)
+#define HDR_q5_k 176, 0, 2
+#define LK_q5_k LK_Q5K
+
+typedef wu_q4_k wu_q5_k;
+
+inline wu_q5_k wload_q5_k(global const uchar* row, int u) {
+	global const uchar* blk = row + (u >> 2) * 176;
+	int c = u & 3;
+	uchar16 qa = vload16(0, blk + 48 + c * 32), qb = vload16(0, blk + 64 + c * 32);
+	uchar16 ha = vload16(0, blk + 16) >> (uchar16)(2 * c), hb = vload16(0, blk + 32) >> (uchar16)(2 * c);
+	const uchar16 m4 = (uchar16)0xF, one = (uchar16)1, s4 = (uchar16)4;
+	wu_q5_k w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.dmin = vload_half(1, (global const half*)blk);
+	w.q1 = convert_short16((qa & m4) | ((ha & one) << s4));
+	w.q2 = convert_short16((qb & m4) | ((hb & one) << s4));
+	w.q3 = convert_short16((qa >> s4) | (((ha >> one) & one) << s4));
+	w.q4 = convert_short16((qb >> s4) | (((hb >> one) & one) << s4));
+	int2 a = k4_scale_min(blk + 4, 2 * c), b = k4_scale_min(blk + 4, 2 * c + 1);
+	w.s1 = a.x;
+	w.m1 = a.y;
+	w.s2 = b.x;
+	w.m2 = b.y;
+	w.g = 4 * c;
+	return w;
+}
+
+// ---- IQ4_XS × Q8_K: unit u is sub-block u&7 of super-block u/8 (32
+// elements, IQ4_NL levels, low nibbles first); Σ scale·Σ level·qx.
+
+#define QU_iq4_xs 32
+#define ABLK_iq4_xs 256
+#define XOFF_iq4_xs(u) ((u) * 32)
+#define XBLK_iq4_xs(u) ((u) >> 3)
+#define LDOT_iq4_xs(w, p, u) ((w).ls * ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16)))
+#define XDN_iq4_xs Q8K_F
+#define UPB_iq4_xs 8
+#define PDOT_iq4_xs(w, xp, u) ((int8)0)
+#define HDR_iq4_xs 136, 0, -1
+#define LK_iq4_xs LK_PLAIN
+
+typedef struct {
+	float d;
+	short16 a, b;
+	int ls;
+} wu_iq4_xs;
+
+inline wu_iq4_xs wload_iq4_xs(global const uchar* row, int u) {
+	global const uchar* blk = row + (u >> 3) * 136;
+	int ib = u & 7;
+	uchar16 q = vload16(0, blk + 8 + ib * 16);
+	wu_iq4_xs w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.a = convert_short16(iq4nl_levels(q & (uchar16)0xF));
+	w.b = convert_short16(iq4nl_levels(q >> (uchar16)4));
+	w.ls = iq4xs_scale(blk, ib);
+	return w;
+}
+
+// The sum of a row's block terms (Q4_0 and Q8_0) is kept nearly exactly, as
+// a float-float pair (hi, lo) with hi + lo the sum: fsum_add is Knuth's
+// TwoSum, which finds the rounding error of hi + c exactly (IEEE
+// arithmetic, no contraction), and lo collects those errors, each within
+// half an ulp of hi, so that its own roundings are some 2^-24 of that. The
+// result, hi + lo rounded once, is then the float32 rounding of the exact
+// sum unless the sum lies within a tiny fraction of an ulp of a rounding
+// boundary, and so is what the CPU backend's float64 sum rounds to: the two
+// backends give the same bits, in any summation order (lanes, tiles), on
+// devices without fp64. (No output differed from the CPU backend's in 200k
+// rows of 16384 Q4_0 weights on PoCL.)
+inline float2 fsum_add(float2 a, float c) {
+#pragma OPENCL FP_CONTRACT OFF
+	float s = a.x + c;
+	float bp = s - a.x;
+	float e = (a.x - (s - bp)) + (c - bp);
+	return (float2)(s, a.y + e);
+}
+
+// fsum_merge adds two pairs: TwoSum of the highs, the lows added.
+inline float2 fsum_merge(float2 a, float2 b) {
+#pragma OPENCL FP_CONTRACT OFF
+	float2 r = fsum_add(a, b.x);
+	return (float2)(r.x, r.y + b.y);
+}
+
+// fsum_value is the pair's sum rounded once. An infinite or NaN hi is the
+// sum already (TwoSum's error is NaN there), as in the float64 sum.
+inline float fsum_value(float2 a) { return isfinite(a.x) ? a.x + a.y : a.x; }
+
+// seg_sum2 is seg_sum (common.cl) for pairs: lane 0 of each segment gets
+// the segment's sum. red holds get_local_size(0) float2s.
+inline float2 seg_sum2(local float2* red, int lid, int lane, int S, float2 v) {
+	red[lid] = v;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int h = S / 2; h > 0; h >>= 1) {
+		if (lane < h)
+			red[lid] = fsum_merge(red[lid], red[lid + h]);
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	return red[lid];
 }
 
 // The kernels mirror matmul.cl's mv_T, mm_T and mmc_T (the same launch
-// shapes and work split), reading activations from xq/xd:
+// shapes and work split), reading activations from xq/xd.
 //
-// mvq_T: R rows × S lanes per work-group, lanes stride the units of a row.
-// Launch: global (ceil(M/R)·R·S), local (R·S); red holds R·S floats.
+// mvq_T: R rows × S lanes per work-group.
+// Launch: global (ceil(M/R)·R·S), local (R·S); li holds
+// 16·R·max(S, UPB_T) ints (which is more than R·S float2s).
 //
 // mmq_T: MM_BN tokens × L rows per work-group; each chunk of MMQ_KC
 // activation columns (whole Q8_K blocks) of the token tile is staged in
 // local memory, quants as ints and scales as floats.
 // Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1); xs holds
-// MM_BN·MMQ_KC/4 ints, ds MM_BN·MMQ_KC/32 floats.
+// MM_BN·MMQ_KC/4 ints, ds MM_BN·(MMQ_KC/ABLK_T)·XDN_T floats.
 //
 // mmcq_T: mmq_T for CPU devices, reading the token tile from global memory
 // (see mmc_T). Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1).
 
 #define MMQ_KC 256
+#define BW(T) (QU_##T * UPB_##T)
 
-#define DEFINE_QUANT_MATMUL_KERNELS(T)                                                         \
-	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
-			global const float* xd, global float* dst, int K, int M, int S, local float* red) { \
-		int lid = get_local_id(0);                                                             \
-		int r = lid / S, lane = lid - r * S;                                                   \
-		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
-		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
-		float acc = 0.0f;                                                                      \
-		int units = K / QU_##T;                                                                \
-		for (int u = lane; u < units; u += S) {                                                \
-			wu_##T wu = wload_##T(row, u);                                                     \
-			int s = IDOT_##T(wu, xq + XOFF_##T(u));                                            \
-			acc += (wu.d * xd[XBLK_##T(u)]) * (float)s;                                        \
-		}                                                                                      \
-		acc = seg_sum(red, lid, lane, S, acc); \
-		if (lane == 0 && o < M) \
-			dst[o] = acc; \
-	}                                                                                          \
+// The operands of the block macros in mmq_T (the staged chunk in local
+// memory) and in mmcq_T (global memory): X(T, t, u) is the address of token
+// t's quants of unit u, XP(T, t) that of its block's activation floats.
+#define MMQ_LX(T, t, u) (xc + (t) * MMQ_KC + XOFF_##T(u) - k0)
+#define MMQ_LXP(T, t) (ds + ((t) * cb + xbk) * XDN_##T)
+#define MMQ_GX(T, t, u) (xb + (ulong)(t) * K + XOFF_##T(u))
+#define MMQ_GXP(T, t) (db + ((t) * nb + xbk) * XDN_##T)
+
+// The prefill kernels' loop over a row's blocks, shared by every type:
+// BLOCK(T, b, tn, X, XP) accumulates block b for tokens t < tn (a constant
+// MM_BN lets the compiler unroll) into acc (ACC[MM_BN], set by INIT),
+// and VALUE(T, acc[t]) is token t's dot product.
+#define MMQ_KERNELS(T, ACC, INIT, BLOCK, VALUE)                                                \
 	kernel void mmq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
 			global const float* xd, global float* dst, int K, int M, int n, local int* xs,     \
 			local float* ds) {                                                                 \
@@ -277,10 +761,10 @@ inline int idot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
 		int nt = min(MM_BN, n - i0);                                                           \
 		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
 		local const char* xc = (local const char*)xs;                                          \
-		const int nb = K / ABLK_##T, cb = MMQ_KC / ABLK_##T;                                   \
-		float acc[MM_BN];                                                                      \
+		const int nb = K / ABLK_##T, cb = MMQ_KC / ABLK_##T, cf = cb * XDN_##T;                \
+		ACC acc[MM_BN];                                                                        \
 		for (int t = 0; t < MM_BN; t++)                                                        \
-			acc[t] = 0.0f;                                                                     \
+			INIT(acc[t]);                                                                      \
 		for (int k0 = 0; k0 < K; k0 += MMQ_KC) {                                               \
 			int kc = min(MMQ_KC, K - k0);                                                      \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
@@ -290,27 +774,22 @@ inline int idot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
 						? ((global const int*)(xq + (ulong)(i0 + t) * K + k0))[c]              \
 						: 0;                                                                   \
 			}                                                                                  \
-			for (int e = lid; e < MM_BN * cb; e += L) {                                        \
-				int t = e / cb, c = e - t * cb;                                                \
-				ds[e] = t < nt && c * ABLK_##T < kc                                            \
-						? xd[(ulong)(i0 + t) * nb + k0 / ABLK_##T + c]                         \
+			for (int e = lid; e < MM_BN * cf; e += L) {                                        \
+				int t = e / cf, c = e - t * cf;                                                \
+				ds[e] = t < nt && c / XDN_##T * ABLK_##T < kc                                  \
+						? xd[((ulong)(i0 + t) * nb + k0 / ABLK_##T) * XDN_##T + c]             \
 						: 0.0f;                                                                \
 			}                                                                                  \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-			int u0 = k0 / QU_##T;                                                              \
-			for (int u = u0; u < u0 + kc / QU_##T; u++) {                                      \
-				wu_##T wu = wload_##T(row, u);                                                 \
-				int xo = XOFF_##T(u) - k0, xbk = XBLK_##T(u) - k0 / ABLK_##T;                  \
-				_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {                            \
-					int s = IDOT_##T(wu, xc + t * MMQ_KC + xo);                                \
-					acc[t] += (wu.d * ds[t * cb + xbk]) * (float)s;                            \
-				}                                                                              \
+			for (int b = k0 / BW(T); b < (k0 + kc) / BW(T); b++) {                             \
+				int xbk = XBLK_##T(b * UPB_##T) - k0 / ABLK_##T;                               \
+				BLOCK(T, b, MM_BN, MMQ_LX, MMQ_LXP)                                            \
 			}                                                                                  \
 		}                                                                                      \
 		if (o >= M)                                                                            \
 			return;                                                                            \
 		for (int t = 0; t < nt; t++)                                                           \
-			dst[(ulong)(i0 + t) * M + o] = acc[t];                                             \
+			dst[(ulong)(i0 + t) * M + o] = VALUE(T, acc[t]);                                   \
 	}                                                                                          \
 	kernel void mmcq_##T(global const uchar* w, ulong rowBytes, global const char* xq,         \
 			global const float* xd, global float* dst, int K, int M, int n) {                  \
@@ -322,34 +801,329 @@ inline int idot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
 		const int nb = K / ABLK_##T;                                                           \
 		global const uchar* row = w + (ulong)o * rowBytes;                                     \
 		global const char* xb = xq + (ulong)i0 * K;                                            \
-		global const float* db = xd + (ulong)i0 * nb;                                          \
-		float acc[MM_BN];                                                                      \
+		global const float* db = xd + (ulong)i0 * nb * XDN_##T;                                \
+		ACC acc[MM_BN];                                                                        \
 		for (int t = 0; t < MM_BN; t++)                                                        \
-			acc[t] = 0.0f;                                                                     \
-		int units = K / QU_##T;                                                                \
+			INIT(acc[t]);                                                                      \
+		int blocks = K / BW(T);                                                                \
 		if (nt == MM_BN) {                                                                     \
-			for (int u = 0; u < units; u++) {                                                  \
-				wu_##T wu = wload_##T(row, u);                                                 \
-				int xo = XOFF_##T(u), xbk = XBLK_##T(u);                                       \
-				_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {                            \
-					int s = IDOT_##T(wu, xb + (ulong)t * K + xo);                              \
-					acc[t] += (wu.d * db[t * nb + xbk]) * (float)s;                            \
-				}                                                                              \
+			for (int b = 0; b < blocks; b++) {                                                 \
+				int xbk = XBLK_##T(b * UPB_##T);                                               \
+				BLOCK(T, b, MM_BN, MMQ_GX, MMQ_GXP)                                            \
 			}                                                                                  \
 		} else {                                                                               \
-			for (int u = 0; u < units; u++) {                                                  \
-				wu_##T wu = wload_##T(row, u);                                                 \
-				int xo = XOFF_##T(u), xbk = XBLK_##T(u);                                       \
-				for (int t = 0; t < nt; t++) {                                                 \
-					int s = IDOT_##T(wu, xb + (ulong)t * K + xo);                              \
-					acc[t] += (wu.d * db[t * nb + xbk]) * (float)s;                            \
-				}                                                                              \
+			for (int b = 0; b < blocks; b++) {                                                 \
+				int xbk = XBLK_##T(b * UPB_##T);                                               \
+				BLOCK(T, b, nt, MMQ_GX, MMQ_GXP)                                               \
 			}                                                                                  \
 		}                                                                                      \
 		for (int t = 0; t < nt; t++)                                                           \
-			dst[(ulong)(i0 + t) * M + o] = acc[t];                                             \
+			dst[(ulong)(i0 + t) * M + o] = VALUE(T, acc[t]);                                   \
 	}
 
-DEFINE_QUANT_MATMUL_KERNELS(q4_0)
-DEFINE_QUANT_MATMUL_KERNELS(q8_0)
-DEFINE_QUANT_MATMUL_KERNELS(q6_k)
+// ---- Q4_0 and Q8_0: block terms in a float-float sum. mvq_T's lanes
+// stride the blocks of a row and their sums meet in seg_sum2; each block
+// term is the CPU backend's (TERM_T), and so is the sum rounded once.
+
+#define FSUM_INIT(a) ((a) = 0.0f)
+#define FSUM_VALUE(T, a) fsum_value(a)
+
+#define FSUM_BLOCK(T, b, tn, X, XP)                                                            \
+	{                                                                                          \
+		wu_##T wu = wload_##T(row, b);                                                         \
+		_Pragma("unroll") for (int t = 0; t < MM_BN; t++) if (t < tn)                          \
+			acc[t] = fsum_add(acc[t], TERM_##T(wu, IDOT_##T(wu, X(T, t, b)), XP(T, t)));        \
+	}
+
+#define DEFINE_FSUM_MATMUL_KERNELS(T)                                                          \
+	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
+			global const float* xd, global float* dst, int K, int M, int S,                    \
+			local float2* red) {                                                               \
+		int lid = get_local_id(0);                                                             \
+		int r = lid / S, lane = lid - r * S;                                                   \
+		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
+		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
+		float2 acc = 0.0f;                                                                     \
+		int blocks = K / BW(T);                                                                \
+		for (int b = lane; b < blocks; b += S) {                                               \
+			wu_##T wu = wload_##T(row, b);                                                     \
+			acc = fsum_add(acc, TERM_##T(wu, IDOT_##T(wu, xq + XOFF_##T(b)), xd + XBLK_##T(b) * XDN_##T)); \
+		}                                                                                      \
+		acc = seg_sum2(red, lid, lane, S, acc);                                                \
+		if (lane == 0 && o < M)                                                                \
+			dst[o] = fsum_value(acc);                                                          \
+	}                                                                                          \
+	MMQ_KERNELS(T, float2, FSUM_INIT, FSUM_BLOCK, FSUM_VALUE)
+
+DEFINE_FSUM_MATMUL_KERNELS(q4_0)
+DEFINE_FSUM_MATMUL_KERNELS(q8_0)
+
+// ---- Every other type: ggml's x86 lanes (see LDOT_T). A row's dot product
+// keeps eight float lanes; block by block, in order, each lane adds its
+// exact integer sum L times d = dx·dw with one fused multiply-add (OpenCL's
+// fma is correctly rounded, as the CPU backend's fmaf), and the lanes are
+// reduced as ggml's hsum_float_8. The mins, per LK_T:
+//   LK_Q2K  before a block's lanes, each lane adds its min term P times
+//           dmin = -dx·mw (fma);
+//   LK_Q4K  a four-lane accumulator m adds P (lanes 0…3) times dmin, and
+//           is reduced as (m0+m2) + (m1+m3) and added after the lanes;
+//   LK_Q5K  a scalar m.x adds P (lane 0) times dmin, added at the end;
+//   LK_Q81  (Q4_1, Q5_1) a scalar m.x adds mw times the Q8_1 sum s;
+//   LK_32   (Q5_0) none, but m.x (zero) is still added, as in ggml;
+//   LK_NL   (IQ4_NL) LK_32, except that decode alternates two accumulators
+//           between even and odd blocks and takes an odd last block as one
+//           scalar fma of its whole integer sum (ggml_vec_dot_iq4_nl_q8_0);
+//   LK_PLAIN (Q3_K, Q6_K, IQ4_XS) none.
+// No other operation may be contracted: the products d and dmin are rounded
+// before their fma.
+
+#define LK_PLAIN 0
+#define LK_Q2K 1
+#define LK_Q4K 2
+#define LK_Q5K 3
+#define LK_Q81 4
+#define LK_32 5
+#define LK_NL 6
+
+// LK_PF is a kind as prefill runs it (llamafile's tinyBLAS for IQ4_NL: one
+// accumulator).
+#define LK_PF(k) ((k) == LK_NL ? LK_32 : (k))
+
+typedef struct {
+	float8 a;
+	float4 m;
+} lacc;
+
+#define LACC_INIT(s) ((s).a = 0.0f, (s).m = 0.0f)
+#define LANES_VALUE(T, s) lanes_value(LK_PF(LK_##T), s)
+
+// lanes_block adds one block, with lane sums L and min terms P, to s: xdv
+// is the activation block's scale, xs its Q8_1 sum (LK_Q81), dm the
+// weight block's f16 d and min.
+inline void lanes_block(int kind, lacc* s, int8 L, int8 P, float xdv, float xs, float2 dm) {
+#pragma OPENCL FP_CONTRACT OFF
+	float d = xdv * dm.x, dmin = -xdv * dm.y;
+	if (kind == LK_Q2K)
+		s->a = fma((float8)dmin, convert_float8(P), s->a);
+	else if (kind == LK_Q4K)
+		s->m = fma((float4)dmin, convert_float4(P.lo), s->m);
+	else if (kind == LK_Q5K)
+		s->m.x = fma(dmin, (float)P.s0, s->m.x);
+	else if (kind == LK_Q81)
+		s->m.x = fma(dm.y, xs, s->m.x);
+	s->a = fma((float8)d, convert_float8(L), s->a);
+}
+
+// lanes_value is the dot product of s: hsum_float_8 of the lanes, then the
+// min accumulator.
+inline float lanes_value(int kind, lacc s) {
+#pragma OPENCL FP_CONTRACT OFF
+	float4 r = s.a.lo + s.a.hi;
+	float v = (r.s0 + r.s2) + (r.s1 + r.s3);
+	if (kind == LK_Q4K)
+		v += (s.m.s0 + s.m.s2) + (s.m.s1 + s.m.s3);
+	else if (kind != LK_PLAIN && kind != LK_Q2K)
+		v += s.m.x;
+	return v;
+}
+
+// lanes_mv_block is lanes_block for block b of nb in decode, where IQ4_NL
+// pairs its blocks: odd blocks go to s2.
+inline void lanes_mv_block(int kind, lacc* s, lacc* s2, int b, int nb, int8 L, int8 P,
+		global const float* xp, float2 dm) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind != LK_NL) {
+		lanes_block(kind, s, L, P, xp[0], kind == LK_Q81 ? xp[1] : 0.0f, dm);
+		return;
+	}
+	if ((nb & 1) && b == nb - 1) {
+		int4 l4 = L.lo + L.hi;
+		int2 l2 = l4.lo + l4.hi;
+		s->m.x = fma(xp[0] * dm.x, (float)(l2.x + l2.y), s->m.x);
+		return;
+	}
+	lanes_block(LK_32, (b & 1) ? s2 : s, L, P, xp[0], 0.0f, dm);
+}
+
+// lanes_mv_value is lanes_value in decode: the 32-element types add the
+// second accumulator (IQ4_NL's odd blocks, zero for the others) first.
+inline float lanes_mv_value(int kind, lacc s, lacc s2) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind >= LK_Q81)
+		s.a += s2.a;
+	return lanes_value(LK_PF(kind), s);
+}
+
+// mvq_T's GPU path keeps LREC ints per unit in local memory: its lane sums
+// (0…7) and min terms (8…15); the first unit of a block adds the block's
+// scales (lanes_scales) at 16…18.
+#define LREC 20
+
+// lanes_scales is a block's d = dx·dw and, per kind, dmin = -dx·mw or (LK_Q81)
+// mw and the Q8_1 sum s: xp points at the activation block's floats, dm
+// holds the weight block's f16 d and min.
+inline float4 lanes_scales(int kind, global const float* xp, float2 dm) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind == LK_Q81)
+		return (float4)(xp[0] * dm.x, dm.y, xp[1], 0.0f);
+	return (float4)(xp[0] * dm.x, -xp[0] * dm.y, 0.0f, 0.0f);
+}
+
+// lanes_chain is one lane l of mvq_T's GPU path: it adds n blocks from b0 on
+// (of nb in the row), whose units' records (LREC ints each, upb to a block)
+// start at e, to the lane's accumulators: a (a2 for IQ4_NL's odd blocks),
+// am (lane l of LK_Q4K's m) and, for l = 0, sm (m.x).
+inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, int n, int nb,
+		float* a, float* a2, float* am, float* sm) {
+#pragma OPENCL FP_CONTRACT OFF
+	for (int k = 0; k < n; k++, e += LREC * upb) {
+		int b = b0 + k, L = 0, P = 0;
+		for (int i = 0; i < upb; i++) {
+			L += e[LREC * i + l];
+			// Only the types with min terms store them.
+			if (kind == LK_Q2K || kind == LK_Q4K || kind == LK_Q5K)
+				P += e[LREC * i + 8 + l];
+		}
+		float d = as_float(e[16]), m = as_float(e[17]);
+		if (kind == LK_Q2K) {
+			*a = fma(m, (float)P, *a);
+		} else if (kind == LK_Q4K) {
+			if (l < 4)
+				*am = fma(m, (float)P, *am);
+		} else if (kind == LK_Q5K) {
+			if (l == 0)
+				*sm = fma(m, (float)P, *sm);
+		} else if (kind == LK_Q81) {
+			if (l == 0)
+				*sm = fma(m, as_float(e[18]), *sm);
+		} else if (kind == LK_NL) {
+			if ((nb & 1) && b == nb - 1) {
+				if (l == 0) {
+					int t = 0;
+					for (int i = 0; i < 8; i++)
+						t += e[i];
+					*sm = fma(d, (float)t, *sm);
+				}
+				continue;
+			}
+			if (b & 1) {
+				*a2 = fma(d, (float)L, *a2);
+				continue;
+			}
+		}
+		*a = fma(d, (float)L, *a);
+	}
+}
+
+#define LANES_BLOCK(T, b, tn, X, XP)                                                           \
+	{                                                                                          \
+		int8 ls[MM_BN], ps[MM_BN];                                                             \
+		_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {                                    \
+			ls[t] = 0;                                                                         \
+			ps[t] = 0;                                                                         \
+		}                                                                                      \
+		for (int u = (b) * UPB_##T; u < ((b) + 1) * UPB_##T; u++) {                            \
+			wu_##T wu = wload_##T(row, u);                                                     \
+			_Pragma("unroll") for (int t = 0; t < MM_BN; t++) if (t < tn) {                    \
+				ls[t] += LDOT_##T(wu, X(T, t, u), u);                                           \
+				ps[t] += PDOT_##T(wu, XP(T, t), u);                                             \
+			}                                                                                  \
+		}                                                                                      \
+		float2 dm = wdm(row, b, HDR_##T);                                                      \
+		_Pragma("unroll") for (int t = 0; t < MM_BN; t++) if (t < tn)                          \
+			lanes_block(LK_PF(LK_##T), &acc[t], ls[t], ps[t], XP(T, t)[0],                       \
+					LK_##T == LK_Q81 ? XP(T, t)[1] : 0.0f, dm);                                \
+	}
+
+// mvq_T for the lanes types. A CPU device (S = 1) runs each row's blocks in
+// order in one work-item. On a GPU the S work-items of a row compute the
+// integer lane sums of a chunk of max(S, UPB_T) units at once (one unit
+// each: the row's weights are read in parallel, coalesced) into local
+// memory; then eight of them, one per lane, run the chunk's short chain of
+// fused multiply-adds (the only sequential part, one per block); lane 0
+// reduces the lanes at the end.
+#define DEFINE_LANES_MATMUL_KERNELS(T)                                                         \
+	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
+			global const float* xd, global float* dst, int K, int M, int S, local int* li) {   \
+		int lid = get_local_id(0);                                                             \
+		int r = lid / S, lane = lid - r * S;                                                   \
+		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
+		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
+		const int U = K / QU_##T, nb = U / UPB_##T;                                            \
+		lacc s, s2;                                                                            \
+		LACC_INIT(s);                                                                          \
+		LACC_INIT(s2);                                                                         \
+		if (S == 1) {                                                                          \
+			for (int b = 0; b < nb; b++) {                                                     \
+				global const float* xp = xd + b * XDN_##T;                                     \
+				int8 L = 0, P = 0;                                                             \
+				for (int u = b * UPB_##T; u < (b + 1) * UPB_##T; u++) {                        \
+					wu_##T wu = wload_##T(row, u);                                             \
+					L += LDOT_##T(wu, xq + XOFF_##T(u), u);                                    \
+					P += PDOT_##T(wu, xp, u);                                                  \
+				}                                                                              \
+				lanes_mv_block(LK_##T, &s, &s2, b, nb, L, P, xp, wdm(row, b, HDR_##T));        \
+			}                                                                                  \
+			if (o < M)                                                                         \
+				dst[o] = lanes_mv_value(LK_##T, s, s2);                                        \
+			return;                                                                            \
+		}                                                                                      \
+		const int CU = max(S, UPB_##T), CB = CU / UPB_##T;                                     \
+		local int* my = li + r * CU * LREC;                                                    \
+		float a[8], a2[8], am[8], sm = 0.0f;                                                   \
+		_Pragma("unroll") for (int j = 0; j < 8; j++)                                          \
+			a[j] = a2[j] = am[j] = 0.0f;                                                       \
+		for (int c0 = 0; c0 < U; c0 += CU) {                                                   \
+			for (int i = lane; i < CU && c0 + i < U; i += S) {                                 \
+				int u = c0 + i;                                                                \
+				local int* e = my + LREC * i;                                                  \
+				global const float* xp = xd + XBLK_##T(u) * XDN_##T;                           \
+				wu_##T wu = wload_##T(row, u);                                                 \
+				vstore8(LDOT_##T(wu, xq + XOFF_##T(u), u), 0, e);                              \
+				if (LK_##T == LK_Q2K || LK_##T == LK_Q4K || LK_##T == LK_Q5K)                  \
+					vstore8(PDOT_##T(wu, xp, u), 0, e + 8);                                    \
+				if (u % UPB_##T == 0)                                                          \
+					vstore3(as_int3(lanes_scales(LK_##T, xp, wdm(row, u / UPB_##T, HDR_##T)).xyz), \
+							0, e + 16);                                                        \
+			}                                                                                  \
+			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+			int b0 = c0 / UPB_##T;                                                             \
+			/* Work-item lane runs lanes lane, lane + S, … (S < 8 for short rows). An */      \
+			/* if (lane < 8) for S ≥ 8 miscompiled on PoCL 3.1: every work-item then */       \
+			/* passed the final if. */                                                         \
+			for (int j = 0; lane + j * S < 8; j++)                                             \
+				lanes_chain(LK_##T, UPB_##T, my, lane + j * S, b0, min(CB, nb - b0), nb,       \
+						&a[j], &a2[j], &am[j], &sm);                                            \
+			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+		}                                                                                      \
+		/* my (≥ 2·LREC ints, as CU ≥ 2) takes the accumulators: a, a2, am, sm. */           \
+		for (int j = 0; lane + j * S < 8; j++) {                                               \
+			int l = lane + j * S;                                                              \
+			my[l] = as_int(a[j]);                                                              \
+			my[8 + l] = as_int(a2[j]);                                                         \
+			if (l < 4)                                                                         \
+				my[16 + l] = as_int(am[j]);                                                    \
+		}                                                                                      \
+		if (lane == 0)                                                                         \
+			my[20] = as_int(sm);                                                               \
+		barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+		if (lane != 0 || o >= M)                                                               \
+			return;                                                                            \
+		s.a = as_float8(vload8(0, my));                                                        \
+		s2.a = as_float8(vload8(1, my));                                                       \
+		s.m = as_float4(vload4(4, my));                                                        \
+		s.m.x = LK_##T == LK_Q4K ? s.m.x : as_float(my[20]);                                   \
+		dst[o] = lanes_mv_value(LK_##T, s, s2);                                                \
+	}                                                                                          \
+	MMQ_KERNELS(T, lacc, LACC_INIT, LANES_BLOCK, LANES_VALUE)
+
+DEFINE_LANES_MATMUL_KERNELS(q6_k)
+DEFINE_LANES_MATMUL_KERNELS(q4_1)
+DEFINE_LANES_MATMUL_KERNELS(q5_0)
+DEFINE_LANES_MATMUL_KERNELS(q5_1)
+DEFINE_LANES_MATMUL_KERNELS(q2_k)
+DEFINE_LANES_MATMUL_KERNELS(q3_k)
+DEFINE_LANES_MATMUL_KERNELS(q4_k)
+DEFINE_LANES_MATMUL_KERNELS(q5_k)
+DEFINE_LANES_MATMUL_KERNELS(iq4_nl)
+DEFINE_LANES_MATMUL_KERNELS(iq4_xs)

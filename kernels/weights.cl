@@ -150,3 +150,214 @@ inline float16 deq16_q6_k(global const uchar* row, int g) {
 }
 
 inline float elem_q6_k(global const uchar* row, int k) { return 0.0f; }
+
+// Some formats below subtract or add a min after the product: those
+// functions turn contraction off, so that the compiler cannot fuse the two
+// into a multiply-add, which DequantizeRow (and ggml) never does. Their
+// halves, like the others', sit at even byte offsets of even-sized blocks
+// (20, 22, 24, 84, 110, 144, 176, 18 and 136 bytes).
+
+// ---- Q4_1: f16 d and m, 16 bytes of unsigned nibbles as Q4_0's;
+// value = q·d + m.
+
+inline float16 deq16_q4_1(global const uchar* row, int g) {
+#pragma OPENCL FP_CONTRACT OFF
+	global const uchar* blk = row + (g >> 1) * 20;
+	float d = vload_half(0, (global const half*)blk);
+	float m = vload_half(1, (global const half*)blk);
+	uchar16 q = vload16(0, blk + 4);
+	q = (g & 1) ? q >> (uchar16)4 : q & (uchar16)0xF;
+	return convert_float16(q) * d + m;
+}
+
+inline float elem_q4_1(global const uchar* row, int k) { return 0.0f; }
+
+// q5_hi16 is the fifth bits (as 0 or 16) of the 16 elements of group h (0 or
+// 1) of a Q5_0/Q5_1 block whose 32-bit little-endian qh is at p: bit j of
+// qh belongs to element j.
+inline uchar16 q5_hi16(global const uchar* p, int h) {
+	uint qh = (uint)p[0] | (uint)p[1] << 8 | (uint)p[2] << 16 | (uint)p[3] << 24;
+	uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) + (uint16)(16 * h);
+	return convert_uchar16((((uint16)qh >> sh) & (uint16)1) << (uint16)4);
+}
+
+// ---- Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; value = (q5-16)·d.
+
+inline float16 deq16_q5_0(global const uchar* row, int g) {
+	global const uchar* blk = row + (g >> 1) * 22;
+	float d = vload_half(0, (global const half*)blk);
+	uchar16 q = vload16(0, blk + 6);
+	q = (g & 1) ? q >> (uchar16)4 : q & (uchar16)0xF;
+	q |= q5_hi16(blk + 2, g & 1);
+	return (convert_float16(q) - 16.0f) * d;
+}
+
+inline float elem_q5_0(global const uchar* row, int k) { return 0.0f; }
+
+// ---- Q5_1: f16 d and m, 32 high bits, 16 bytes of nibbles;
+// value = q5·d + m.
+
+inline float16 deq16_q5_1(global const uchar* row, int g) {
+#pragma OPENCL FP_CONTRACT OFF
+	global const uchar* blk = row + (g >> 1) * 24;
+	float d = vload_half(0, (global const half*)blk);
+	float m = vload_half(1, (global const half*)blk);
+	uchar16 q = vload16(0, blk + 8);
+	q = (g & 1) ? q >> (uchar16)4 : q & (uchar16)0xF;
+	q |= q5_hi16(blk + 4, g & 1);
+	return convert_float16(q) * d + m;
+}
+
+inline float elem_q5_1(global const uchar* row, int k) { return 0.0f; }
+
+// ---- IQ4_NL: f16 d, 16 bytes of nibbles indexing kvalues_iq4nl (ggml's
+// non-uniform levels); value = d·level.
+
+// iq4nl_levels looks the levels of 16 nibbles up in the table packed four
+// bytes to a uint, kvalues_iq4nl[4i + j] in byte j of word i: the top two
+// bits of a nibble pick the word, the low two the byte. Every step is a
+// 32-bit vector operation, where shuffle with a variable mask is a scalar
+// loop on some devices (on PoCL IQ4_NL matmuls took 1.6× as long with it).
+inline char16 iq4nl_levels(uchar16 nib) {
+	uint16 n = convert_uint16(nib);
+	// select tests the sign bit: bits 2 and 3 moved there.
+	int16 b2 = as_int16(n << (uint16)29), b3 = as_int16(n << (uint16)28);
+	uint16 lo = select((uint16)0xBFAD9881u, (uint16)0xF6EADDCFu, b2); // -127 -104 -83 -65 | -49 -35 -22 -10
+	uint16 hi = select((uint16)0x26190D01u, (uint16)0x71594535u, b2); // 1 13 25 38 | 53 69 89 113
+	uint16 w = select(lo, hi, b3);
+	return as_char16(convert_uchar16((w >> ((n & (uint16)3) << (uint16)3)) & (uint16)0xFF));
+}
+
+inline float16 deq16_iq4_nl(global const uchar* row, int g) {
+	global const uchar* blk = row + (g >> 1) * 18;
+	float d = vload_half(0, (global const half*)blk);
+	uchar16 q = vload16(0, blk + 2);
+	q = (g & 1) ? q >> (uchar16)4 : q & (uchar16)0xF;
+	return d * convert_float16(iq4nl_levels(q));
+}
+
+inline float elem_iq4_nl(global const uchar* row, int k) { return 0.0f; }
+
+// The 256-element K-quant super-blocks of Q2_K and Q3_K (like Q6_K) are
+// sixteen 16-element groups; group p = 8·h + 2·j + half holds elements
+// 128h + 32j + 16half + l (l < 16), whose two bits are at shift 2j of
+// byte 32h + 16half + l of the quants, and uses scale p.
+
+// ---- Q2_K: scales[16] (4-bit scale, 4-bit min), qs[64], f16 d and dmin;
+// value = (d·sc)·q - dmin·m.
+
+inline float16 deq16_q2_k(global const uchar* row, int g) {
+#pragma OPENCL FP_CONTRACT OFF
+	global const uchar* blk = row + (g >> 4) * 84;
+	int p = g & 15;
+	uchar16 q = vload16(0, blk + 16 + (p >> 3) * 32 + (p & 1) * 16);
+	q = (q >> (uchar16)(2 * ((p >> 1) & 3))) & (uchar16)3;
+	float d = vload_half(40, (global const half*)blk);
+	float dmin = vload_half(41, (global const half*)blk);
+	uchar s = blk[p];
+	float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
+	return dl * convert_float16(q) - ml;
+}
+
+inline float elem_q2_k(global const uchar* row, int k) { return 0.0f; }
+
+// q3k_scale is Q3_K's signed 6-bit scale j (dtype's q3KScales): four low
+// bits from the first 8 bytes, two high bits from the last 4, biased by 32.
+inline int q3k_scale(global const uchar* sc, int j) {
+	int lo = j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4;
+	int hi = (sc[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+	return (lo | hi << 4) - 32;
+}
+
+// ---- Q3_K: hmask[32], qs[64], scales[12], f16 d; the third bit of element
+// 128h + 32j + 16half + l is bit 4h + j of hmask[16half + l], and a clear
+// bit subtracts 4; value = (d·scale)·q3.
+
+inline float16 deq16_q3_k(global const uchar* row, int g) {
+	global const uchar* blk = row + (g >> 4) * 110;
+	int p = g & 15, h = p >> 3, j = (p >> 1) & 3, hf = p & 1;
+	uchar16 q = vload16(0, blk + 32 + h * 32 + hf * 16);
+	uchar16 hm = vload16(0, blk + hf * 16);
+	char16 v = as_char16((q >> (uchar16)(2 * j)) & (uchar16)3);
+	v -= select((char16)4, (char16)0, as_char16(hm & (uchar16)(1 << (4 * h + j))) != (char16)0);
+	float d = vload_half(54, (global const half*)blk);
+	float dl = d * (float)q3k_scale(blk + 96, p);
+	return dl * convert_float16(v);
+}
+
+inline float elem_q3_k(global const uchar* row, int k) { return 0.0f; }
+
+// k4_scale_min is ggml's get_scale_min_k4 (dtype's scaleMinK4): Q4_K and
+// Q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes.
+inline int2 k4_scale_min(global const uchar* q, int j) {
+	if (j < 4)
+		return (int2)(q[j] & 63, q[j + 4] & 63);
+	return (int2)((q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4, (q[j + 4] >> 4) | (q[j] >> 6) << 4);
+}
+
+// Q4_K and Q5_K super-blocks are four 64-element chunks c, each two
+// sub-blocks 2c (low nibbles of 32 bytes) and 2c+1 (high nibbles) with their
+// own scale and min; group p is chunk p>>2, sub-block 2c + (p>>1 & 1),
+// bytes 16·(p&1) … of the chunk's 32.
+
+// ---- Q4_K: f16 d and dmin, scales[12], qs[128]; value = (d·sc)·q - dmin·m.
+
+inline float16 deq16_q4_k(global const uchar* row, int g) {
+#pragma OPENCL FP_CONTRACT OFF
+	global const uchar* blk = row + (g >> 4) * 144;
+	int p = g & 15, c = p >> 2, hi = (p >> 1) & 1;
+	uchar16 q = vload16(0, blk + 16 + c * 32 + (p & 1) * 16);
+	q = hi ? q >> (uchar16)4 : q & (uchar16)0xF;
+	float d = vload_half(0, (global const half*)blk);
+	float dmin = vload_half(1, (global const half*)blk);
+	int2 sm = k4_scale_min(blk + 4, 2 * c + hi);
+	float dl = d * (float)sm.x, ml = dmin * (float)sm.y;
+	return dl * convert_float16(q) - ml;
+}
+
+inline float elem_q4_k(global const uchar* row, int k) { return 0.0f; }
+
+// ---- Q5_K: Q4_K plus qh[32]: the fifth bit of sub-block s's byte l is bit s
+// of qh[l].
+
+inline float16 deq16_q5_k(global const uchar* row, int g) {
+#pragma OPENCL FP_CONTRACT OFF
+	global const uchar* blk = row + (g >> 4) * 176;
+	int p = g & 15, c = p >> 2, hi = (p >> 1) & 1, s = 2 * c + hi;
+	uchar16 q = vload16(0, blk + 48 + c * 32 + (p & 1) * 16);
+	uchar16 qh = vload16(0, blk + 16 + (p & 1) * 16);
+	q = hi ? q >> (uchar16)4 : q & (uchar16)0xF;
+	q |= ((qh >> (uchar16)s) & (uchar16)1) << (uchar16)4;
+	float d = vload_half(0, (global const half*)blk);
+	float dmin = vload_half(1, (global const half*)blk);
+	int2 sm = k4_scale_min(blk + 4, s);
+	float dl = d * (float)sm.x, ml = dmin * (float)sm.y;
+	return dl * convert_float16(q) - ml;
+}
+
+inline float elem_q5_k(global const uchar* row, int k) { return 0.0f; }
+
+// iq4xs_scale is IQ4_XS's signed scale of sub-block ib: four low bits from
+// scales_l (at blk+4), two high from the 16-bit scales_h (at blk+2), biased
+// by 32.
+inline int iq4xs_scale(global const uchar* blk, int ib) {
+	int lo = (blk[4 + (ib >> 1)] >> (4 * (ib & 1))) & 0xF;
+	int sh = blk[2] | blk[3] << 8;
+	return (lo | ((sh >> (2 * ib)) & 3) << 4) - 32;
+}
+
+// ---- IQ4_XS: f16 d, scales_h, scales_l[4], qs[128]: eight 32-element
+// sub-blocks ib of IQ4_NL levels (16 bytes, low nibbles first) with a 6-bit
+// scale; value = (d·scale)·level.
+
+inline float16 deq16_iq4_xs(global const uchar* row, int g) {
+	global const uchar* blk = row + (g >> 4) * 136;
+	int p = g & 15, ib = p >> 1;
+	uchar16 q = vload16(0, blk + 8 + ib * 16);
+	q = (p & 1) ? q >> (uchar16)4 : q & (uchar16)0xF;
+	float d = vload_half(0, (global const half*)blk);
+	float dl = d * (float)iq4xs_scale(blk, ib);
+	return dl * convert_float16(iq4nl_levels(q));
+}
+
+inline float elem_iq4_xs(global const uchar* row, int k) { return 0.0f; }

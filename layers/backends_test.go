@@ -57,7 +57,7 @@ func newOpenCL(t testing.TB) backend.Backend {
 // activations to f16, and an f16 KV cache rounds K and V (keeping a flipped
 // value for later steps), the same way but by 16-bit steps: 2e-2 there.
 func TestOpenCLMatchesCPU(t *testing.T) {
-	for _, rec := range fidelity.LlamaCpp(t) {
+	for _, rec := range fidelity.All(t) {
 		for _, ct := range []dtype.Type{dtype.F32, dtype.F16} {
 			t.Run(rec.Model+"/"+ct.String(), func(t *testing.T) {
 				testOpenCLMatchesCPU(t, rec, ct)

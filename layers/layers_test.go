@@ -5,9 +5,9 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/engine"
@@ -75,55 +75,45 @@ func TestStories260KReference(t *testing.T) {
 	}
 }
 
-// Every llama.cpp record: the tokenizer gives its prompt ids and greedy
-// decoding its generated ids (near-ties excepted, see fidelity.NearTie),
-// with an f16 KV cache as llama.cpp had. The K-quant records whose weight
-// types glint does not read yet are skipped with the loader's reason.
+// Every llama.cpp record, on the CPU and on OpenCL: the tokenizer gives its
+// prompt ids and greedy decoding its generated ids (near-ties excepted, see
+// fidelity.NearTie), with an f16 KV cache as llama.cpp had.
 func TestLlamaCppGreedy(t *testing.T) {
-	recs := fidelity.LlamaCpp(t)
-	for _, rec := range fidelity.KQuants(t) {
-		rec.Model = "kquants/" + rec.Model
-		recs = append(recs, rec)
+	backends := map[string]func(t *testing.T) backend.Backend{
+		"cpu":    func(*testing.T) backend.Backend { return cpu.New(2) },
+		"opencl": func(t *testing.T) backend.Backend { return newOpenCL(t) },
 	}
-	for _, rec := range recs {
-		t.Run(rec.Model, func(t *testing.T) {
-			path := rec.Path(t)
-			f, err := load.Open(path)
-			if notSupported(err) {
-				t.Skip(err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			tok, err := tokenizer.FromGGUF(f.GGUF)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ids := tok.Encode(rec.Prompt, true); !slices.Equal(ids, rec.PromptIDs) {
-				t.Fatalf("prompt ids %v, want %v", ids, rec.PromptIDs)
-			}
-			m, err := layers.Load(cpu.New(2), f.Config, f.Source, layers.Options{Context: 256, CacheK: dtype.F16, CacheV: dtype.F16})
-			if notSupported(err) {
-				t.Skip(err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			got := greedy(t, m, rec.PromptIDs, rec.NPredict)
-			if msg := rec.CheckGreedy(got); msg != "" {
-				t.Fatal(msg)
-			}
-		})
+	for _, rec := range fidelity.All(t) {
+		for _, be := range []string{"cpu", "opencl"} {
+			t.Run(rec.Model+"/"+be, func(t *testing.T) {
+				testLlamaCppGreedy(t, rec, backends[be](t))
+			})
+		}
 	}
 }
 
-// notSupported tells a file with a weight type glint does not read yet (the
-// GGUF reader says "… is not supported", a backend "unsupported type …")
-// from a real failure.
-func notSupported(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "not supported") || strings.Contains(err.Error(), "unsupported type"))
+func testLlamaCppGreedy(t *testing.T, rec fidelity.Record, b backend.Backend) {
+	f, err := load.Open(rec.Path(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f.GGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := tok.Encode(rec.Prompt, true); !slices.Equal(ids, rec.PromptIDs) {
+		t.Fatalf("prompt ids %v, want %v", ids, rec.PromptIDs)
+	}
+	m, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: 256, CacheK: dtype.F16, CacheV: dtype.F16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	got := greedy(t, m, rec.PromptIDs, rec.NPredict)
+	if msg := rec.CheckGreedy(got); msg != "" {
+		t.Fatal(msg)
+	}
 }
 
 // synthModel writes a synthetic model of the given shape and type.

@@ -25,7 +25,8 @@ import (
 
 // WeightTypes are the types every backend must accept for MatMulTransposed
 // and Embedding.
-var WeightTypes = []dtype.Type{dtype.F32, dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q6_K}
+var WeightTypes = []dtype.Type{dtype.F32, dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q6_K,
+	dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.IQ4_NL, dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.IQ4_XS}
 
 // Run runs the conformance suite. newBackend is called once per subtest (a
 // failed op leaves a backend failed for good, so cases do not share one);
@@ -330,10 +331,10 @@ func testReadWrite(h *harness) {
 // matmulShapes are [out, in] weight shapes per type: in is a whole number of
 // blocks but not a multiple of larger powers of two, and out is odd.
 func matmulShapes(dt dtype.Type) [][2]int {
-	switch dt {
-	case dtype.Q8_0, dtype.Q4_0:
+	switch dt.BlockSize() {
+	case 32:
 		return [][2]int{{19, 96}, {67, 160}, {130, 544}}
-	case dtype.Q6_K:
+	case dtype.QK_K:
 		return [][2]int{{13, 256}, {67, 768}}
 	}
 	return [][2]int{{1, 1}, {19, 37}, {67, 100}, {130, 545}}
@@ -360,6 +361,7 @@ func testMatMul(h *harness) {
 				xr, step := roundActivations(dt, x[:n*k], k)
 				want, mag := refMatMul(xr, wf, n, k, m)
 				wmax := rowMaxAbs(wf, m, k)
+				sTol := q8_1SumTol(dt, raw, xr, n, k, m)
 				// Tolerance 1e-5·Σ|x·w|: each product is rounded once to
 				// float32 and the sum is float32 in a backend-chosen
 				// order, whose error is bounded by a small multiple of
@@ -367,7 +369,10 @@ func testMatMul(h *harness) {
 				// rounded activations, one quantisation step on one element:
 				// a device whose 127/amax is not correctly rounded (OpenCL
 				// allows 2.5 ulp) may round an exact tie the other way.
-				near(h.t, fmt.Sprintf("%v [%d,%d] n=%d", dt, m, k, n), got[:n*m], want, func(i int) float64 { return 1e-5*mag[i] + step[i/m]*wmax[i%m] })
+				// Plus, for Q4_1 and Q5_1, the error of Q8_1's block sum
+				// (q8_1SumTol).
+				near(h.t, fmt.Sprintf("%v [%d,%d] n=%d", dt, m, k, n), got[:n*m], want, func(i int) float64 { return 1e-5*mag[i] + step[i/m]*wmax[i%m] + sTol[i] })
+
 				exact(h.t, fmt.Sprintf("%v [%d,%d] n=%d rows past n", dt, m, k, n), got[n*m:], sentinel(spare*m))
 				h.be.Free(xt)
 				h.be.Free(dst)
@@ -380,10 +385,8 @@ func testMatMul(h *harness) {
 func testEmbedding(h *harness) {
 	const vocab = 37
 	for _, dt := range WeightTypes {
-		dim := map[dtype.Type]int{dtype.Q8_0: 96, dtype.Q4_0: 160, dtype.Q6_K: 512}[dt]
-		if dim == 0 {
-			dim = 45
-		}
+		dim := map[int]int{1: 45, 32: 160, dtype.QK_K: 512}[dt.BlockSize()]
+
 		raw := RandomWeight(h.t, h.rng, dt, vocab, dim)
 		table := h.weight("token_embd.weight", dt, raw, vocab, dim)
 		tf := dequantize(h.t, dt, raw, vocab, dim)

@@ -48,29 +48,44 @@ func RandomWeight(tb testing.TB, rng *rand.Rand, dt dtype.Type, rows, cols int) 
 	for ; i < size; i++ {
 		out[i] = byte(rng.Uint32())
 	}
-	// Scales are normal (not subnormal) f16 values chosen so that a
-	// dequantised element is O(0.1)–O(1): Q8_0 quants reach ±128, Q4_0 ±8,
-	// Q6_K ±32 times an int8 sub-scale.
-	var at, step int
-	var smin, smax float32
-	switch dt {
-	case dtype.Q8_0:
-		at, step, smin, smax = 0, dtype.BlockBytesQ8_0, 1e-4, 1e-3
-	case dtype.Q4_0:
-		at, step, smin, smax = 0, dtype.BlockBytesQ4_0, 2e-3, 2e-2
-	case dtype.Q6_K:
-		at, step, smin, smax = 208, dtype.BlockBytesQ6_K, 7e-5, 3e-4
-	default:
+	// Scales (and mins) are normal (not subnormal) f16 values chosen so that
+	// a dequantised element is O(0.1)–O(1): a block's largest level times
+	// its largest sub-scale is about 1/smax (Q8_0 quants reach ±128, Q4_0
+	// ±8, Q6_K ±32 times an int8 sub-scale, Q4_K 15 times a 6-bit one, …).
+	f, ok := scaleFields[dt]
+	if !ok {
 		tb.Fatalf("backendtest: RandomWeight: unsupported type %v", dt)
 	}
-	for b := 0; b < size; b += step {
-		s := smin + (smax-smin)*rng.Float32()
-		if rng.IntN(2) == 0 {
-			s = -s
+	for b := 0; b < size; b += dt.BlockBytes() {
+		for _, at := range f.at {
+			s := f.min + (f.max-f.min)*rng.Float32()
+			if rng.IntN(2) == 0 {
+				s = -s
+			}
+			binary.LittleEndian.PutUint16(out[b+at:], dtype.F32ToF16(s))
 		}
-		binary.LittleEndian.PutUint16(out[b+at:], dtype.F32ToF16(s))
 	}
 	return out
+}
+
+// scaleFields are the byte offsets of each block type's f16 scale and min
+// fields, and the range of their magnitudes.
+var scaleFields = map[dtype.Type]struct {
+	at       []int
+	min, max float32
+}{
+	dtype.Q8_0:   {[]int{0}, 1e-4, 1e-3},
+	dtype.Q4_0:   {[]int{0}, 2e-3, 2e-2},
+	dtype.Q4_1:   {[]int{0, 2}, 2e-3, 2e-2},
+	dtype.Q5_0:   {[]int{0}, 1e-3, 1e-2},
+	dtype.Q5_1:   {[]int{0, 2}, 1e-3, 1e-2},
+	dtype.IQ4_NL: {[]int{0}, 1e-4, 1e-3},
+	dtype.Q2_K:   {[]int{80, 82}, 5e-3, 2e-2},
+	dtype.Q3_K:   {[]int{108}, 1e-3, 5e-3},
+	dtype.Q4_K:   {[]int{0, 2}, 1e-4, 1e-3},
+	dtype.Q5_K:   {[]int{0, 2}, 5e-5, 5e-4},
+	dtype.Q6_K:   {[]int{208}, 7e-5, 3e-4},
+	dtype.IQ4_XS: {[]int{0}, 2e-5, 2e-4},
 }
 
 // dequantize expands a [rows, cols] tensor stored as dt with the dtype
@@ -256,9 +271,10 @@ func roundActivations(dt dtype.Type, x []float32, k int) (xr []float32, step []f
 		row := x[i*k : (i+1)*k]
 		dtype.RoundActivations(at, xr[i*k:(i+1)*k], row)
 		bs := at.BlockSize()
-		for b := 0; b+bs <= k && (at == dtype.Q8_0 || at == dtype.Q8_K); b += bs {
+		for b := 0; b+bs <= k && (at == dtype.Q8_0 || at == dtype.Q8_1 || at == dtype.Q8_K); b += bs {
 			var d float32
-			if at == dtype.Q8_0 {
+			if at != dtype.Q8_K {
+
 				d, _ = dtype.Q8_0Scale(row[b : b+bs])
 			} else {
 				d, _ = dtype.Q8_KScale(row[b : b+bs])
@@ -278,4 +294,31 @@ func rowMaxAbs(w []float32, m, k int) []float64 {
 		}
 	}
 	return out
+}
+
+// q8_1SumTol is, per output, the error llama.cpp's arithmetic allows in the
+// min term of Q4_1 and Q5_1 weights (zero for other types): a block adds
+// m·s, where s is Σq times the activation scale before its f16 rounding,
+// itself rounded to f16, while the reference adds m·Σ f16(d)·q; the two
+// differ by at most two f16 roundings, 2⁻¹⁰ of |m·Σ xr| over the block.
+func q8_1SumTol(dt dtype.Type, raw []byte, xr []float32, n, k, m int) []float64 {
+	tol := make([]float64, n*m)
+	if dt.ActivationType() != dtype.Q8_1 {
+		return tol
+	}
+	bs, bb := dt.BlockSize(), dt.BlockBytes()
+	var l dtype.Levels
+	for o := range m {
+		for b := range k / bs {
+			l.Unpack(dt, raw[(o*k/bs+b)*bb:])
+			for i := range n {
+				var s float64
+				for _, v := range xr[i*k+b*bs : i*k+(b+1)*bs] {
+					s += float64(v)
+				}
+				tol[i*m+o] += 0x1p-10 * math.Abs(float64(l.M)*s)
+			}
+		}
+	}
+	return tol
 }

@@ -86,9 +86,11 @@ func (b *Backend) attention(op string, out, q, k, v backend.Tensor, n, pos0, kvL
 	}
 	for i := range b.scratch {
 		sc := &b.scratch[i]
-		if len(sc.scores) < rows*last {
-			sc.scores = make([]float32, rows*maxSeq)
+		// attentionItems512 rounds a row up to whole 16-element blocks.
+		if len(sc.scores) < rows*(last+15) {
+			sc.scores = make([]float32, rows*(maxSeq+15))
 		}
+
 		if len(sc.row) < 2*headDim {
 			sc.row = make([]float32, 2*headDim)
 			sc.acc = make([]float64, headDim)
@@ -138,6 +140,10 @@ func (b *Backend) attention(op string, out, q, k, v backend.Tensor, n, pos0, kvL
 // products and the softmax sum; position order for V) that the C kernel
 // (ops.c, t.simd set) reproduces, so every SIMD level gives these bits.
 func (b *Backend) attentionItems(t *task, id, lo, hi int) {
+	if ggml512 && (t.kh != nil) == (t.vh != nil) {
+		b.attentionItems512(t, id, lo, hi)
+		return
+	}
 	sc := &b.scratch[id]
 	if t.simd > simdOff {
 		simdAttention(t, sc.scores, lo, hi)

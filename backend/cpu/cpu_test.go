@@ -47,10 +47,10 @@ func TestDotKernels(t *testing.T) {
 			ref := make([]float32, k)
 			dtype.DequantizeRow(dt, ref, raw)
 			got := make([]float32, k)
-			dequant(dt, got, raw)
+			embedRow(dt, got, raw)
 			for i := range ref {
 				if got[i] != ref[i] {
-					t.Fatalf("%v dequant[%d] = %g, want %g", dt, i, got[i], ref[i])
+					t.Fatalf("%v embedRow[%d] = %g, want %g", dt, i, got[i], ref[i])
 				}
 			}
 			if dt.Quantized() {

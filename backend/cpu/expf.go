@@ -46,24 +46,28 @@ func expf(x float32) float32 {
 // fmaf is a·b+c rounded once to float32, as the FMA instruction computes it.
 // a·b is exact in float64; the float64 sum then rounds, and rounding that
 // again to float32 is wrong only when the float64 sum sits exactly halfway
-// between two float32 values, which the sum's exact error (TwoSum) resolves.
-// Results in float32's subnormal range are not needed by expf's callers.
+// between two float32 values (normal or subnormal), which the sum's exact
+// error (TwoSum) resolves.
 func fmaf(a, b, c float32) float32 {
 	p := float64(a) * float64(b)
 	s := p + float64(c)
-	u := math.Float64bits(s)
-	if u&(1<<29-1) != 1<<28 || math.IsInf(s, 0) || math.IsNaN(s) {
-		return float32(s)
+	r := float32(s)
+	if float64(r) == s || math.IsInf(s, 0) || math.IsNaN(s) {
+		return r
+	}
+	// The float32 neighbour of r on s's side; s is a tie only at their
+	// midpoint, which float64 holds exactly.
+	nb := math.Nextafter32(r, float32(math.Copysign(math.Inf(1), s-float64(r))))
+	if s != (float64(r)+float64(nb))/2 {
+		return r
 	}
 	bb := s - p
 	err := (p - (s - bb)) + (float64(c) - bb)
-	if err == 0 {
-		return float32(s)
+	switch {
+	case err == 0:
+		return r
+	case (err > 0) == (float64(nb) > float64(r)):
+		return nb
 	}
-	if (err > 0) == (s > 0) {
-		u++
-	} else {
-		u--
-	}
-	return float32(math.Float64frombits(u))
+	return r
 }

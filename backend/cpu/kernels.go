@@ -141,6 +141,19 @@ func dequant(dt dtype.Type, y []float32, w []byte) {
 	}
 }
 
+// embedRow dequantises one embedding row: dequant's fast paths where it has
+// them, else the reference (a row per token is not worth a kernel). It is
+// apart from dequant because handing y to the reference makes the compiler
+// move the float kernels' stack buffers to the heap.
+func embedRow(dt dtype.Type, y []float32, w []byte) {
+	switch dt {
+	case dtype.F32, dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q6_K:
+		dequant(dt, y, w)
+	default:
+		dtype.DequantizeRow(dt, y, w)
+	}
+}
+
 func dequantQ6_K(y *[dtype.QK_K]float32, blk *[dtype.BlockBytesQ6_K]byte) {
 	d := f16Table[uint16(blk[208])|uint16(blk[209])<<8]
 	for half := range 2 {

@@ -54,12 +54,21 @@ func TestMatMulLevelsBitExact(t *testing.T) {
 	}
 	type shape struct{ m, k int }
 	shapes := map[dtype.Type][]shape{
-		dtype.F32:  {{45, 600}, {7, 37}},
-		dtype.F16:  {{45, 600}, {33, 1000}},
-		dtype.BF16: {{45, 600}, {5, 300}},
-		dtype.Q8_0: {{45, 608}, {13, 96}},
-		dtype.Q4_0: {{45, 608}, {13, 96}, {70, 2048}},
-		dtype.Q6_K: {{45, 768}, {9, 256}},
+		dtype.F32:    {{45, 600}, {7, 37}},
+		dtype.F16:    {{45, 600}, {33, 1000}},
+		dtype.BF16:   {{45, 600}, {5, 300}},
+		dtype.Q8_0:   {{45, 608}, {13, 96}},
+		dtype.Q4_0:   {{45, 608}, {13, 96}, {70, 2048}},
+		dtype.Q6_K:   {{45, 768}, {9, 256}},
+		dtype.Q4_1:   {{45, 608}, {13, 96}},
+		dtype.Q5_0:   {{45, 608}, {13, 96}},
+		dtype.Q5_1:   {{45, 608}, {13, 96}},
+		dtype.IQ4_NL: {{45, 608}, {13, 96}, {6, 224}},
+		dtype.Q2_K:   {{45, 768}, {9, 256}},
+		dtype.Q3_K:   {{45, 768}, {9, 256}},
+		dtype.Q4_K:   {{45, 768}, {9, 256}},
+		dtype.Q5_K:   {{45, 768}, {9, 256}},
+		dtype.IQ4_XS: {{45, 768}, {9, 256}},
 	}
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, dt := range backendtest.WeightTypes {

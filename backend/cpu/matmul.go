@@ -142,6 +142,7 @@ func (b *Backend) quantize(x *Tensor, wt dtype.Type, n, k int) *acts {
 		return &b.act
 	}
 	b.act.grow(key.at, n, k)
+	b.act.n = n
 	t := &b.pool.task
 	*t = task{kind: kQuantize, total: n, grain: max(1, minElemsPerTask/k), x: x.f32, k: k, act: &b.act, at: key.at, off: key.off}
 	if b.simd > simdOff {

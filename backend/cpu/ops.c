@@ -219,3 +219,179 @@ void glint_attention(int level, const float *q, const void *k, const void *v, in
 		it += gb;
 	}
 }
+
+// ---------------------------------------------------------------- ggml's AVX-512 flavour (flavor.go)
+
+// expf16 is ggml's AVX-512 ggml_v_expf (expf512 in flavor.go).
+INLINE A5 __m512 expf16(__m512 x) {
+	const __m512 r = _mm512_set1_ps(0x1.8p23f);
+	const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+	const __m512 n = _mm512_sub_ps(z, r);
+	const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+	                                  _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+	const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+	const __m512 u = _mm512_mul_ps(b, b);
+	const __m512 j = _mm512_fmadd_ps(
+	    _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+	                    _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+	    u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+	const __m512 res = _mm512_scalef_ps(j, n);
+	if (_mm512_kortestz(d, d)) {
+		return res;
+	}
+	const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+	                                        _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+	return _mm512_mask_blend_ps(d, res, alt);
+}
+
+// glint_silu_mul512 is d = g/(1+e^−g)·u with expf16, elementwise (the
+// caller keeps each row's last cols%16 elements, which ggml computes with
+// libm's expf, for itself).
+A5 void glint_silu_mul512(const float *g, const float *u, float *d, size_t n) {
+	size_t i = 0;
+	for (; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 x = _mm512_maskz_loadu_ps(m, g + i);
+		__m512 e = expf16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+		__m512 s = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1), e));
+		_mm512_mask_storeu_ps(d + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
+	}
+}
+
+// load16c reads 16 cache values (f16 where half) at element i as floats.
+INLINE A5 __m512 load16c(const void *c, int half, size_t i) {
+	if (half) {
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)c + i)));
+	}
+	return _mm512_loadu_ps((const float *)c + i);
+}
+
+// at1 is one cache value (f16 where half) as a float.
+INLINE A5 float at1(const void *c, int half, size_t i) {
+	return half ? _cvtsh_ss(((const uint16_t *)c)[i]) : ((const float *)c)[i];
+}
+
+// fma1 is one fused multiply-add (fmaf in flavor.go's Go).
+INLINE A5 float fma1(float a, float b, float c) {
+	return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// fold_reduce folds vec_dot's four accumulators (0+2, 1+3, 0+1) and reduces
+// them (reduce16Fold).
+INLINE A5 float fold_reduce(__m512 s[4]) {
+	s[0] = _mm512_add_ps(s[0], s[2]);
+	s[1] = _mm512_add_ps(s[1], s[3]);
+	return _mm512_reduce_add_ps(_mm512_add_ps(s[0], s[1]));
+}
+
+// dot_vec512 is ggml_vec_dot_f16 / ggml_vec_dot_f32 on AVX-512 (dotVec512):
+// k holds cache values, q floats (rounded to f16 over an f16 cache).
+INLINE A5 float dot_vec512(const void *k, int half, const float *q, int n) {
+	int np = n & ~63;
+	__m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+	for (int i = 0; i < np; i += 64) {
+		for (int j = 0; j < 4; j++) {
+			s[j] = _mm512_fmadd_ps(load16c(k, half, i + 16 * j), _mm512_loadu_ps(q + i + 16 * j), s[j]);
+		}
+	}
+	float r = fold_reduce(s);
+	if (!half) {
+		for (int i = np; i < n; i++) {
+			r = fma1(at1(k, 0, i), q[i], r);
+		}
+		return r;
+	}
+	double sum = r;
+	for (int i = np; i < n; i++) {
+		sum += (double)(at1(k, 1, i) * q[i]);
+	}
+	return (float)sum;
+}
+
+// dot_tiny is tinyBLAS's dot on AVX-512 (dotTiny; n % 16 == 0).
+INLINE A5 float dot_tiny(const void *k, int half, const float *q, int n) {
+	__m512 s = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		s = _mm512_fmadd_ps(load16c(k, half, i), _mm512_loadu_ps(q + i), s);
+	}
+	return _mm512_reduce_add_ps(s);
+}
+
+// glint_attention512 is attentionItems512 (flavor.go) for K and V caches
+// both f16 (half) or both f32: items lo…hi-1 (row·heads + head), n rows in
+// the batch (more than one is a prefill), scores scratch for roundup16(L)
+// floats.
+A5 void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores,
+                           int heads, int kvHeads, int hd, int stride, int pos0, int kvLen, int n, float scale, int lo,
+                           int hi) {
+	if (hd <= 0 || hd > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0) {
+		return;
+	}
+	int group = heads / kvHeads, kvCols = kvHeads * hd;
+	int cells = kvLen > 0 ? kvLen : pos0 + n;
+	int nkv = (cells + 31) & ~31;
+	nkv = nkv < 32 ? 32 : nkv;
+	int prefill = n > 1, tiny = prefill && hd % 16 == 0;
+	float qr[GLINT_ATTENTION_MAX_HEAD_DIM];
+	for (int it = lo; it < hi; it++) {
+		int row = it / heads, h = it % heads;
+		int L = kvLen > 0 ? kvLen : pos0 + row + 1;
+		size_t kvOff = (size_t)(h / group) * hd;
+		const float *qh = q + (size_t)row * stride + (size_t)h * hd;
+		for (int d = 0; d < hd; d++) {
+			qr[d] = half ? _cvtsh_ss(_cvtss_sh(qh[d], _MM_FROUND_TO_NEAREST_INT)) : qh[d];
+		}
+		float mx = -INFINITY;
+		for (int j = 0; j < L; j++) {
+			const char *kj = (const char *)k + ((size_t)j * kvCols + kvOff) * (half ? 2 : 4);
+			float sj = (tiny ? dot_tiny(kj, half, qr, hd) : dot_vec512(kj, half, qr, hd)) * scale;
+			scores[j] = sj;
+			mx = sj > mx ? sj : mx;
+		}
+		double sum = 0;
+		for (int j0 = 0; j0 < L; j0 += 16) {
+			__mmask16 m = L - j0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (L - j0)) - 1);
+			__m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j0), _mm512_set1_ps(mx)));
+			e = _mm512_maskz_mov_ps(m, e);
+			_mm512_mask_storeu_ps(scores + j0, m, e);
+			sum += _mm512_reduce_add_ps(e);
+		}
+		float inv = (float)(1 / sum);
+		for (int j = 0; j < L; j++) {
+			float p = scores[j] * inv;
+			scores[j] = half ? _cvtsh_ss(_cvtss_sh(p, _MM_FROUND_TO_NEAREST_INT)) : p;
+		}
+		float *o = out + (size_t)row * stride + (size_t)h * hd;
+		int np = nkv & ~63;
+		np = np < L ? np : L;
+		for (int d = 0; d < hd; d++) {
+			size_t c = kvOff + d;
+			if (prefill) {
+				float s[16] = {0};
+				for (int j = 0; j < L; j++) {
+					s[j % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[j], s[j % 16]);
+				}
+				o[d] = _mm512_reduce_add_ps(_mm512_loadu_ps(s));
+				continue;
+			}
+			float s[4][16] = {{0}};
+			for (int j = 0; j < np; j++) {
+				s[j % 64 / 16][j % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[j], s[j % 64 / 16][j % 16]);
+			}
+			__m512 a[4] = {_mm512_loadu_ps(s[0]), _mm512_loadu_ps(s[1]), _mm512_loadu_ps(s[2]), _mm512_loadu_ps(s[3])};
+			float r = fold_reduce(a);
+			if (!half) {
+				for (int j = np; j < L; j++) {
+					r = fma1(at1(v, 0, (size_t)j * kvCols + c), scores[j], r);
+				}
+				o[d] = r;
+				continue;
+			}
+			double acc = r;
+			for (int j = np; j < L; j++) {
+				acc += (double)(at1(v, 1, (size_t)j * kvCols + c) * scores[j]);
+			}
+			o[d] = (float)acc;
+		}
+	}
+}

@@ -43,7 +43,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 			b.fail(fmt.Errorf("cpu: %s: id %d at row %d is outside the vocabulary of %d", op, id, i, vocab))
 			return
 		}
-		dequant(tt.dt, d.f32[i*dim:(i+1)*dim], tt.data[int(id)*rowBytes:(int(id)+1)*rowBytes])
+		embedRow(tt.dt, d.f32[i*dim:(i+1)*dim], tt.data[int(id)*rowBytes:(int(id)+1)*rowBytes])
 	}
 }
 
@@ -77,15 +77,15 @@ func rmsNormRows(t *task, lo, hi int) {
 	w := t.y[:k]
 	for i := lo; i < hi; i++ {
 		x, y := t.x[i*k:(i+1)*k], t.dst[i*k:(i+1)*k]
-		// ggml's rms_norm: float squares summed in float64, the mean and
+		// ggml's rms_norm: float squares summed in float64 in order (its
+		// rounding, rare as it is, can move the float32 mean), the mean and
 		// 1/sqrt in float32, then x·scale and (ggml_mul) ·w, each rounded.
-		// The float64 sum runs in four lanes, an order a SIMD kernel could
-		// keep; its rounding is 2⁻²⁹ of the float32 mean's.
-		var l [4]float64
-		for j, v := range x {
-			l[j&3] += float64(v * v)
+		var sum float64
+		for _, v := range x {
+			sum += float64(v * v)
 		}
-		mean := float32(((l[0] + l[2]) + (l[1] + l[3])) / float64(k))
+		mean := float32(sum / float64(k))
+
 		s := 1 / float32(math.Sqrt(float64(mean+t.eps)))
 		for j, v := range x {
 			y[j] = (v * s) * w[j]
@@ -133,7 +133,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 	// of a rounded product, as gcc contracts ggml's x0·cos − x1·sin and
 	// x0·sin + x1·cos (checked against the peer's rope output). Keys
 	// rounded into an f16 cache then match llama.cpp's bit for bit.
-	thetaScale := float32(math.Pow(float64(r.Theta), float64(float32(-2)/float32(r.Dims))))
+	// powf, cosf and sinf are the C library's where there is one (libm*):
+	// glibc's are not correctly rounded (its cosf and sinf differ from the
+	// rounded float64 functions in about 1% of angles), and llama.cpp calls
+	// them.
+	thetaScale := libmPow(r.Theta, float32(-2)/float32(r.Dims))
 	cols := heads * headDim
 	for tok := range n {
 		theta := float32(pos0 + tok)
@@ -142,9 +146,10 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 			if freqs != nil {
 				t = theta / freqs[i]
 			}
-			cs[2*i], cs[2*i+1] = float32(math.Cos(float64(t))), float32(math.Sin(float64(t)))
+			cs[2*i], cs[2*i+1] = libmCosSin(t)
 			theta *= thetaScale
 		}
+
 		row := xt.f32[tok*cols : (tok+1)*cols]
 		for h := range heads {
 			v := row[h*headDim : h*headDim+r.Dims]
@@ -177,14 +182,20 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 	if b.simd > simdOff {
 		grain = max(minSIMDElemsPerTask, grain)
 	}
-	*t = task{kind: kSiLUMul, total: total, grain: grain, dst: d.f32, x: g.f32, y: u.f32, simd: b.simd}
+	*t = task{kind: kSiLUMul, total: total, grain: grain, dst: d.f32, x: g.f32, y: u.f32, k: cols, simd: b.simd}
 	b.pool.run()
 }
 
 // siluMulRange uses the C kernel (ops.c) at any SIMD level; it performs
 // siluMulGo's float operations in the same order, so the bits agree.
 func siluMulRange(t *task, lo, hi int) {
+	if ggml512 {
+		siluMul512(t, lo, hi)
+		return
+	}
+
 	if t.simd > simdOff {
+
 		simdSiLUMul(t.simd, t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
 		return
 	}

@@ -2,6 +2,7 @@
 // from ops_cgo.go. level is a simdLevel (see simd.go); every level ≥ 1 runs
 // the same AVX2/FMA/F16C code, which reproduces the portable Go path.
 #include <stddef.h>
+#include <stdint.h>
 
 // glint_silu_mul computes d[i] = silu(g[i])·u[i] for i < n.
 void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t n);
@@ -19,3 +20,13 @@ void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t 
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
                      float *scores, int heads, int kvHeads, int headDim, int stride, int pos0, int kvLen, float scale,
                      int lo, int hi);
+
+// The kernels of ggml's AVX-512 arithmetic (flavor.go), for hosts with
+// AVX-512 at every kernel level: glint_silu_mul512 is glint_silu_mul with
+// ggml's AVX-512 exp, elementwise; glint_attention512 is glint_attention over
+// K and V caches both f16 (half) or both f32, n the rows of the batch (more
+// than one is a prefill).
+
+void glint_silu_mul512(const float *g, const float *u, float *d, size_t n);
+void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores, int heads,
+                        int kvHeads, int hd, int stride, int pos0, int kvLen, int n, float scale, int lo, int hi);

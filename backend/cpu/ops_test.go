@@ -28,7 +28,9 @@ var siluInputs = []float32{
 // half an ulp each) of float64 arithmetic where e^−x is a normal float32.
 // Beyond that ggml's silu gives x/(1+∞) = −0 where the true value is a
 // tiny negative number; only its size is checked there.
-func TestSiLUMulSIMD(t *testing.T) {
+func TestSiLUMulSIMD(t *testing.T) { eachFlavor(t, testSiLUMulSIMD) }
+
+func testSiLUMulSIMD(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const sweep = 20011 // −110…30, through the subnormal range of e^x
 	for _, n := range []int{1, 7, 15, 16, 17, 33, len(siluInputs), 1000 + 7, sweep} {
@@ -113,6 +115,14 @@ func TestFMAF(t *testing.T) {
 			// a·b + c halfway: c a power of two far above the product.
 			c = float32(math.Ldexp(1, 24+rng.IntN(8)))
 		}
+		if i%5 == 0 {
+			// Results in float32's subnormal range, where a halfway
+			// point has fewer significant bits.
+			a = float32(math.Ldexp(float64(a), -70))
+			b = float32(math.Ldexp(float64(b), -70))
+			c = float32(math.Ldexp(float64(rng.NormFloat64()), -140))
+		}
+
 		if got, want := fmaf(a, b, c), exact(a, b, c); got != want {
 			t.Fatalf("fmaf(%g, %g, %g) = %g, want %g", a, b, c, got, want)
 		}
@@ -159,7 +169,9 @@ func runSiLUMul(t *testing.T, l simdLevel, g, u []float32) []float32 {
 // through exp); over an F16 V the reference rounds its float64 p to f16
 // while the kernel rounds its float32 p, which can round one probability
 // the other way, so 2⁻¹⁰·max_j p_j·|v_j| more is allowed there.
-func TestAttentionSIMD(t *testing.T) {
+func TestAttentionSIMD(t *testing.T) { eachFlavor(t, testAttentionSIMD) }
+
+func testAttentionSIMD(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	type ac struct{ n, pos0, kvLen, heads, kvHeads, headDim int }
 	cases := []ac{
@@ -203,7 +215,7 @@ func TestAttentionSIMD(t *testing.T) {
 				if l > simdOff && simdAttentionOK(c.headDim) {
 					simd, rows = l, attnScoreRows
 				}
-				b.scratch[0].scores = make([]float32, rows*maxSeq)
+				b.scratch[0].scores = make([]float32, rows*(maxSeq+15))
 				b.scratch[0].row, b.scratch[0].acc = make([]float32, 2*c.headDim), make([]float64, c.headDim)
 				tk := task{kind: kAttention, total: c.n * c.heads, dst: out, q: q, n: c.n,
 					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, pos0: c.pos0,
@@ -306,4 +318,19 @@ func refAttentionF64(q, k, v []float32, n, pos0, kvLen, heads, kvHeads, hd int, 
 		}
 	}
 	return want, mag, big
+}
+
+// eachFlavor runs test once per ggml arithmetic this host can run (see
+// flavor.go): the AVX2 one everywhere, the AVX-512 one where the CPU has
+// it, each checked at every kernel level.
+func eachFlavor(t *testing.T, test func(t *testing.T)) {
+	saved := ggml512
+	defer func() { ggml512 = saved }()
+	for _, f := range []bool{false, true} {
+		if f && hostSIMD < simdAVX512 {
+			continue
+		}
+		ggml512 = f
+		t.Run(map[bool]string{false: "avx2-flavour", true: "avx512-flavour"}[f], test)
+	}
 }

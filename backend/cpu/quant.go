@@ -9,29 +9,39 @@ import (
 // and each block's dot product is an exact integer, scaled by the weight's
 // and the activation's block scales in float32.
 //
-// The order of the float sums is fixed by making it not matter: each
-// block's contribution, ggml's (d_w·d_x)·Σ q_w·q_x rounded to float32, is
-// added in float64, and the total is rounded to float32 once. A float32
-// value has 24 significant bits, so a float64 sum of them is exact, in any
-// order, as long as the contributions of a row span less than 2^(29-log2
-// blocks) in magnitude (2^23 for a 2048-wide row); beyond that only bits
-// far below the float32 result are lost, which changes its rounding with a
-// probability of about 2^-29. So every kernel level may keep its own
-// accumulators (lanes, rows, tiles) and still give the portable path's
-// bits; TestMatMulLevelsBitExact checks it.
+// The float sums follow ggml's x86 kernels (quant_lanes.go), which the
+// AVX-512 builds of llama.cpp run too, so that the result is llama.cpp's to
+// the bit: eight float lanes, each fed one exact integer per block by a
+// fused multiply-add, and reduced as ggml reduces them. Every kernel level
+// keeps those lanes (TestMatMulLevelsBitExact checks it), and
+// internal/peer's teacher-forced test finds the logits of the K-quant files
+// identical to llama.cpp's.
+//
+// Q4_0 and Q8_0 do not yet: there each block's contribution,
+// (d_w·d_x)·Σ q_w·q_x rounded to float32, is added in float64 and the total
+// rounded to float32 once. A float32 value has 24 significant bits, so a
+// float64 sum of them is exact, in any order, as long as the contributions
+// of a row span less than 2^(29-log2 blocks) in magnitude (2^23 for a
+// 2048-wide row); beyond that only bits far below the float32 result are
+// lost, which changes its rounding with a probability of about 2^-29. So
+// their kernels keep accumulators of their own (tiles, VNNI and AMX ones)
+// and still give the portable path's bits, but not ggml's.
 
 // acts holds rounded activation rows. Quantised: q holds k int8 values per
 // row; for Q8_0, d and c hold one scale and one correction per 32 (see
 // simd.h: the correction -off·Σq lets the SIMD kernels treat weights as
-// unsigned); for Q8_K, d holds one scale per 256 and bs one sum per 16.
-// F16 and BF16: f holds the rounded values as float32, which the float
-// kernels read in place of x.
+// unsigned); Q8_1 is Q8_0 plus s, one block sum per 32 (dtype.Q8_1Sum); for
+// Q8_K, d holds one scale per 256 and bs one sum per 16. F16 and BF16: f
+// holds the rounded values as float32, which the float kernels read in place
+// of x.
 type acts struct {
 	q  []int8
 	d  []float32
 	c  []int32
+	s  []float32
 	bs []int16
 	f  []float32
+	n  int // rows: more than one is a prefill, which ggml sums in another order
 }
 
 // actKey says what acts currently holds, so that consecutive matmuls
@@ -55,6 +65,7 @@ func actOffset(dt dtype.Type) int32 {
 	case dtype.Q4_0:
 		return 8
 	case dtype.Q8_0:
+
 		return 128
 	}
 	return 0
@@ -72,12 +83,15 @@ func (a *acts) grow(at dtype.Type, n, k int) {
 		a.q = make([]int8, n*k)
 	}
 	switch at {
-	case dtype.Q8_0:
+	case dtype.Q8_0, dtype.Q8_1:
 		if len(a.d) < n*k/dtype.QK8_0 {
 			a.d = make([]float32, n*k/dtype.QK8_0)
 		}
 		if len(a.c) < n*k/dtype.QK8_0 {
 			a.c = make([]int32, n*k/dtype.QK8_0)
+		}
+		if at == dtype.Q8_1 && len(a.s) < n*k/dtype.QK8_0 {
+			a.s = make([]float32, n*k/dtype.QK8_0)
 		}
 	case dtype.Q8_K:
 		if len(a.d) < n*k/dtype.QK_K {
@@ -100,17 +114,22 @@ func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi in
 	for i := lo; i < hi; i++ {
 		xr, qr := x[i*k:(i+1)*k], a.q[i*k:(i+1)*k]
 		switch at {
-		case dtype.Q8_0:
+		case dtype.Q8_0, dtype.Q8_1:
 			nb := k / dtype.QK8_0
 			for b := range nb {
-				d, id := dtype.Q8_0Scale(xr[b*dtype.QK8_0 : (b+1)*dtype.QK8_0])
+				xb := xr[b*dtype.QK8_0 : (b+1)*dtype.QK8_0]
+				d, id := dtype.Q8_0Scale(xb)
 				var s int32
 				for j := b * dtype.QK8_0; j < (b+1)*dtype.QK8_0; j++ {
 					qr[j] = int8(dtype.RoundEven(xr[j] * id))
 					s += int32(qr[j])
 				}
 				a.d[i*nb+b], a.c[i*nb+b] = d, -off*s
+				if at == dtype.Q8_1 {
+					a.s[i*nb+b] = dtype.Q8_1Sum(xb)
+				}
 			}
+
 		case dtype.Q8_K:
 			nb := k / dtype.QK_K
 			for b := range nb {
@@ -167,42 +186,6 @@ func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
 	return float32(sum)
 }
 
-// dotQ6_K is ggml's Q6_K×Q8_K: per super-block f16(d)·dx·Σ_g sc[g]·Σ (q−32)·qx
-// over its sixteen 16-element groups, walking the layout as
-// dtype.DequantizeRow does (element n+l+32i of a 128 half uses ql/qh bits i
-// and scale l/16+2i).
-func dotQ6_K(q []int8, xd []float32, w []byte) float32 {
-	nb := len(q) / dtype.QK_K
-	w = w[:nb*dtype.BlockBytesQ6_K]
-	var sum float64
-	for b := range nb {
-		blk := (*[dtype.BlockBytesQ6_K]byte)(w[b*dtype.BlockBytesQ6_K:])
-		qb := (*[dtype.QK_K]int8)(q[b*dtype.QK_K:])
-		var isum int32
-		for half := range 2 {
-			ql := (*[64]byte)(blk[64*half:])
-			qh := (*[32]byte)(blk[128+32*half:])
-			sc := (*[8]byte)(blk[192+8*half:])
-			y := (*[128]int8)(qb[128*half:])
-			for g := range 2 {
-				var s1, s2, s3, s4 int32
-				for l := 16 * g; l < 16*g+16; l++ {
-					h := qh[l]
-					a, c := ql[l], ql[l+32]
-					s1 += int32(y[l]) * (int32(a&0xF|(h&3)<<4) - 32)
-					s2 += int32(y[l+32]) * (int32(c&0xF|(h>>2&3)<<4) - 32)
-					s3 += int32(y[l+64]) * (int32(a>>4|(h>>4&3)<<4) - 32)
-					s4 += int32(y[l+96]) * (int32(c>>4|(h>>6)<<4) - 32)
-				}
-				isum += int32(int8(sc[g]))*s1 + int32(int8(sc[g+2]))*s2 + int32(int8(sc[g+4]))*s3 + int32(int8(sc[g+6]))*s4
-			}
-		}
-		c := f16Table[uint16(blk[208])|uint16(blk[209])<<8] * xd[b] * float32(isum)
-		sum += float64(c)
-	}
-	return float32(sum)
-}
-
 // dotQ dispatches a quantised dot on the weight type: row i of a against
 // one weight row.
 func dotQ(dt dtype.Type, a *acts, i, k int, w []byte) float32 {
@@ -212,8 +195,9 @@ func dotQ(dt dtype.Type, a *acts, i, k int, w []byte) float32 {
 		return dotQ4_0(q, a.d[i*k/dtype.QK4_0:], w)
 	case dtype.Q8_0:
 		return dotQ8_0(q, a.d[i*k/dtype.QK8_0:], w)
-	case dtype.Q6_K:
-		return dotQ6_K(q, a.d[i*k/dtype.QK_K:], w)
 	}
-	return 0
+	if dt.ActivationType() == dtype.Q8_K {
+		return dotKLanes(dt, a, i, k, w)
+	}
+	return dot32Lanes(dt, a, i, k, w, a.n > 1)
 }

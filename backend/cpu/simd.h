@@ -20,13 +20,19 @@ void glint_matmat(int level, int type, const float *x, int n, int k, const uint8
 void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c);
 void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs);
 
+// glint_quantize_q8_1 is glint_quantize_q8_0's q and d plus, per block, s =
+// f16((amax/127)·Σq) (dtype.Q8_1Sum), the sum the weights' min multiplies.
+void glint_quantize_q8_1(const float *x, int k, int8_t *q, float *d, float *s);
+
 // glint_round_act rounds n floats to F16 or BF16 (type) and back into dst,
 // as dtype.RoundActivations does.
 void glint_round_act(int type, const float *x, float *dst, size_t n);
 
 // glint_matmat_q computes dst[t*m + o] = x[t] · row o of the quantised
-// weight w (Q4_0, Q8_0 or Q6_K) for t < n and lo <= o < hi, from n rows of
-// quantised activations (row t at q + t*k, d + t*k/bs, c + t*k/32 or
-// bs + t*k/16).
-void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const int16_t *bs,
-                    int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m);
+// weight w (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K…Q6_K or IQ4_XS) for
+// t < n and lo <= o < hi, from n rows of quantised activations (row t at
+// q + t*k, d + t*k/bs, c + t*k/32, s + t*k/32 (Q8_1) or bs + t*k/16); c, s
+// and bs may be NULL where the activation type has none.
+void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
+                    const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst,
+                    int m);

@@ -39,15 +39,19 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 	}
 	a := t.act
 	var c *C.int32_t
+	var s *C.float
 	var bs *C.int16_t
 	if len(a.c) > 0 {
 		c = (*C.int32_t)(unsafe.Pointer(&a.c[0]))
+	}
+	if len(a.s) > 0 {
+		s = (*C.float)(unsafe.Pointer(&a.s[0]))
 	}
 	if len(a.bs) > 0 {
 		bs = (*C.int16_t)(unsafe.Pointer(&a.bs[0]))
 	}
 	C.glint_matmat_q(C.int(level), C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
-		(*C.float)(unsafe.Pointer(&a.d[0])), c, bs, C.int(t.n), C.int(t.k),
+		(*C.float)(unsafe.Pointer(&a.d[0])), c, s, bs, C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
 		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
@@ -70,6 +74,13 @@ func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int)
 			nb := k / dtype.QK8_0
 			C.glint_quantize_q8_0(xp, C.int(k), C.int(off), qp, (*C.float)(unsafe.Pointer(&a.d[i*nb])),
 				(*C.int32_t)(unsafe.Pointer(&a.c[i*nb])))
+		case dtype.Q8_1:
+			nb := k / dtype.QK8_0
+			C.glint_quantize_q8_1(xp, C.int(k), qp, (*C.float)(unsafe.Pointer(&a.d[i*nb])),
+				(*C.float)(unsafe.Pointer(&a.s[i*nb])))
+			// The weights with Q8_1 activations (Q4_1, Q5_1) take no
+			// correction (actOffset 0), which quantizeRowsGo stores as 0.
+			clear(a.c[i*nb : (i+1)*nb])
 		case dtype.Q8_K:
 			C.glint_quantize_q8_k(xp, C.int(k), qp, (*C.float)(unsafe.Pointer(&a.d[i*k/dtype.QK_K])),
 				(*C.int16_t)(unsafe.Pointer(&a.bs[i*k/16])))
@@ -80,7 +91,9 @@ func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int)
 // simdType reports whether the C kernels implement weight type dt.
 func simdType(dt dtype.Type) bool {
 	switch dt {
-	case dtype.F32, dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q6_K:
+	case dtype.F32, dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q6_K,
+		dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.IQ4_NL,
+		dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.IQ4_XS:
 		return true
 	}
 	return false

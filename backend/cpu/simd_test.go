@@ -50,7 +50,10 @@ func TestMatMulSIMD(t *testing.T) {
 	shapes := map[dtype.Type][2]int{
 		dtype.F32: {75, 600}, dtype.F16: {75, 600}, dtype.BF16: {75, 600},
 		dtype.Q8_0: {75, 608}, dtype.Q4_0: {75, 608}, dtype.Q6_K: {75, 768},
+		dtype.Q4_1: {75, 608}, dtype.Q5_0: {75, 608}, dtype.Q5_1: {75, 608}, dtype.IQ4_NL: {75, 608},
+		dtype.Q2_K: {75, 768}, dtype.Q3_K: {75, 768}, dtype.Q4_K: {75, 768}, dtype.Q5_K: {75, 768}, dtype.IQ4_XS: {75, 768},
 	}
+
 	for _, dt := range backendtest.WeightTypes {
 		m, k := shapes[dt][0], shapes[dt][1]
 		raw := backendtest.RandomWeight(t, rng, dt, m, k)

@@ -51,13 +51,16 @@ func pow2Floor(n int) int {
 	return p
 }
 
-// mvUnit must match MVU_T in weights.cl: elements per matrix-vector unit.
+// mvUnit is the elements a matrix-vector lane takes at a time and must
+// match MVU_T in weights.cl for the plain types and QU_T in quant.cl for
+// the block formats: 64 for Q2_K … Q6_K, 32 for IQ4_XS (a sub-block) and
+// the 32-element types.
 func mvUnit(dt dtype.Type) int {
-	switch dt {
-	case dtype.Q8_0, dtype.Q4_0:
-		return 32
-	case dtype.Q6_K:
+	switch {
+	case dt == dtype.Q2_K || dt == dtype.Q3_K || dt == dtype.Q4_K || dt == dtype.Q5_K || dt == dtype.Q6_K:
 		return 64
+	case dt.Quantized():
+		return 32
 	}
 	return 16
 }
@@ -133,7 +136,14 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		b.argI32(k, a+1, in)
 		b.argI32(k, a+2, out)
 		b.argI32(k, a+3, lanes)
-		b.argLocal(k, a+4, 4*group)
+		// mv_T reduces floats; mvq_T holds, per row, lanesRecord ints for
+		// each unit of a chunk of max(lanes, units per block) (quant.cl),
+		// which is more than Q4_0's and Q8_0's float-float pairs need.
+		local := 4 * group
+		if wk.quant != nil {
+			local = 4 * lanesRecord * rows * max(lanes, wt.dt.BlockSize()/mvUnit(wt.dt))
+		}
+		b.argLocal(k, a+4, local)
 		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1})
 		return
 	}
@@ -152,22 +162,43 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	switch {
 	case b.mat.cpu:
 	case wk.quant != nil:
+		at := wt.dt.ActivationType()
 		b.argLocal(k, a+4, mmTokens*mmqChunk)
-		b.argLocal(k, a+5, 4*mmTokens*mmqChunk/dtype.QK8_0)
+		b.argLocal(k, a+5, 4*mmTokens*mmqChunk/at.BlockSize()*actFloats(at))
 	default:
 		b.argLocal(k, a+4, 4*mmTokens*mmChunk)
 	}
 	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1})
 }
 
+// lanesRecord must match LREC in quant.cl: the ints mvq_T keeps per unit.
+const lanesRecord = 20
+
 // mmqChunk must match MMQ_KC in quant.cl: activation columns staged per
 // mmq_T step.
 const mmqChunk = 256
 
+// q8kFloats must match Q8K_F in quant.cl: the floats stored per Q8_K block,
+// its scale and its sixteen group sums.
+const q8kFloats = 17
+
+// actFloats is the number of floats quant.cl stores per block of activation
+// type at (XDN_T): the scale, then Q8_1's block sum or Q8_K's group sums.
+func actFloats(at dtype.Type) int {
+	switch at {
+	case dtype.Q8_1:
+		return 2
+	case dtype.Q8_K:
+		return q8kFloats
+	}
+	return 1
+}
+
 // actScratch is the device copy of a matmul's activations rounded to an
 // activation type (quant.cl): int8 quants q (row i at byte i·K) and float
-// scales d (row i at i·K/block); for F16 and BF16 weights, q holds the
-// rounded activations as floats (round_act_T, matmul.cl) and d is unused.
+// scales d (actFloats per block: row i at actFloats·i·K/block); for F16 and
+// BF16 weights, q holds the rounded activations as floats (round_act_T,
+// matmul.cl) and d is unused.
 // It is grown, never shrunk, so a model allocates it at its first prefill
 // and decodes without allocating.
 //
@@ -211,7 +242,7 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 		return true
 	}
 	block := at.BlockSize()
-	qBytes, dBytes := n*k, 4*(n*k/block)
+	qBytes, dBytes := n*k, 4*actFloats(at)*(n*k/block)
 	if !b.grow(op, &a.q, &a.qBytes, qBytes) || !b.grow(op, &a.d, &a.dBytes, dBytes) {
 		return false
 	}
@@ -220,7 +251,7 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 	b.argMem(qk, 2, a.d)
 	b.argI32(qk, 3, k)
 	switch at {
-	case dtype.Q8_0:
+	case dtype.Q8_0, dtype.Q8_1:
 		b.launch(qk, 2, [3]int{roundUp(k/block, qk.wg), n, 1}, [3]int{qk.wg, 1, 1})
 	case dtype.Q8_K:
 		L := min(qk.wg, block)

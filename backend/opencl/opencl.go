@@ -205,6 +205,9 @@ var weightTypes = []struct {
 }{
 	{dtype.F32, "f32"}, {dtype.F16, "f16"}, {dtype.BF16, "bf16"},
 	{dtype.Q8_0, "q8_0"}, {dtype.Q4_0, "q4_0"}, {dtype.Q6_K, "q6_k"},
+	{dtype.Q4_1, "q4_1"}, {dtype.Q5_0, "q5_0"}, {dtype.Q5_1, "q5_1"},
+	{dtype.Q2_K, "q2_k"}, {dtype.Q3_K, "q3_k"}, {dtype.Q4_K, "q4_k"}, {dtype.Q5_K, "q5_k"},
+	{dtype.IQ4_NL, "iq4_nl"}, {dtype.IQ4_XS, "iq4_xs"},
 }
 
 // New opens the selected device and builds (or reuses) the kernel program.
@@ -261,7 +264,7 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 		}
 		return kk
 	}
-	quant := map[dtype.Type]*kern{dtype.Q8_0: mk("quantize_q8_0"), dtype.Q8_K: mk("quantize_q8_k")}
+	quant := map[dtype.Type]*kern{dtype.Q8_0: mk("quantize_q8_0"), dtype.Q8_1: mk("quantize_q8_1"), dtype.Q8_K: mk("quantize_q8_k")}
 	for _, wt := range weightTypes {
 		q := "" // the integer kernels of quant.cl
 		if wt.dt.Quantized() {

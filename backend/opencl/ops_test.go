@@ -188,19 +188,27 @@ func randomWeight(rng *rand.Rand, dt dtype.Type, rows, cols int) []byte {
 	for i := range out {
 		out[i] = byte(rng.Uint32())
 	}
-	// Finite scales of either sign keep every element finite.
-	at, step := 0, dt.BlockBytes()
-	if dt == dtype.Q6_K {
-		at = 208
-	}
+	// Finite scales (and mins) of either sign keep every element finite.
+	step := dt.BlockBytes()
 	for b := 0; b < size; b += step {
-		s := (0.5 + rng.Float32()) / 64
-		if rng.IntN(2) == 0 {
-			s = -s
+		for _, at := range halfOffsets[dt] {
+			s := (0.5 + rng.Float32()) / 64
+			if rng.IntN(2) == 0 {
+				s = -s
+			}
+			binary.LittleEndian.PutUint16(out[b+at:], dtype.F32ToF16(s))
 		}
-		binary.LittleEndian.PutUint16(out[b+at:], dtype.F32ToF16(s))
 	}
 	return out
+}
+
+// halfOffsets are the byte offsets of each block format's f16 fields (its
+// scale d and, for Q4_1, Q5_1 and the K-quants with mins, its min), which
+// random bytes could make infinite or NaN.
+var halfOffsets = map[dtype.Type][]int{
+	dtype.Q8_0: {0}, dtype.Q4_0: {0}, dtype.Q5_0: {0}, dtype.IQ4_NL: {0}, dtype.IQ4_XS: {0},
+	dtype.Q4_1: {0, 2}, dtype.Q5_1: {0, 2}, dtype.Q4_K: {0, 2}, dtype.Q5_K: {0, 2},
+	dtype.Q2_K: {80, 82}, dtype.Q3_K: {108}, dtype.Q6_K: {208},
 }
 
 // cols per type: odd for plain types, whole blocks (and not a power of two)
@@ -208,58 +216,162 @@ func randomWeight(rng *rand.Rand, dt dtype.Type, rows, cols int) []byte {
 var matCols = map[dtype.Type]int{
 	dtype.F32: 37, dtype.F16: 53, dtype.BF16: 45,
 	dtype.Q8_0: 96, dtype.Q4_0: 160, dtype.Q6_K: 768,
+	dtype.Q4_1: 96, dtype.Q5_0: 160, dtype.Q5_1: 352, dtype.IQ4_NL: 288,
+	dtype.Q2_K: 768, dtype.Q3_K: 768, dtype.Q4_K: 768, dtype.Q5_K: 768, dtype.IQ4_XS: 768,
 }
 
+// otherVariant opens a Backend with the kernel variants and launch shapes
+// of the other device class (see TestOtherVariants), closed when t ends.
+func otherVariant(t *testing.T) *Backend {
+	t.Helper()
+	testBackend(t)
+	ds, err := devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := pick(ds, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := open(d, variant{cpu: d.info.Type != "CPU"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestMatMulTransposed runs each weight type's matmul on the device's own
+// kernel variants and on the other device class's (mv with lanes per row
+// and mm's local-memory tiles where the device is a CPU).
 func TestMatMulTransposed(t *testing.T) {
+	other := otherVariant(t)
 	for _, wt := range weightTypes {
 		for _, n := range []int{1, 3, 8, 17} {
-			t.Run(fmt.Sprintf("%v/n=%d", wt.dt, n), func(t *testing.T) {
-				f := newFixture(t)
-				rows, cols := 67, matCols[wt.dt]
-				data := randomWeight(f.rng, wt.dt, rows, cols)
-				w := f.weight(wt.dt, []int{rows, cols}, data)
-				xv := f.rand((n+1)*cols, -1, 1)
-				x := f.f32(xv, n+1, cols)
-				dst := f.f32(nil, n+1, rows)
-				f.c.MatMulTransposed(dst.c, x.c, w.c, n)
-				f.o.MatMulTransposed(dst.o, x.o, w.o, n)
-				c, o := f.read(dst, (n+1)*rows)
-				// The reference: weights dequantised, activations rounded
-				// as every backend rounds them for this weight type.
-				xr := make([]float32, len(xv))
-				for i := range n {
-					dtype.RoundActivations(wt.dt.ActivationType(), xr[i*cols:(i+1)*cols], xv[i*cols:(i+1)*cols])
-				}
-				wf := make([]float32, rows*cols)
-				rb := len(data) / rows
-				for r := range rows {
-					dtype.DequantizeRow(wt.dt, wf[r*cols:(r+1)*cols], data[r*rb:(r+1)*rb])
-				}
-				want := make([]float32, (n+1)*rows)
-				mag := make([]float64, (n+1)*rows)
-				for i := range n {
-					for r := range rows {
-						var s float64
-						for k := range cols {
-							p := float64(xr[i*cols+k]) * float64(wf[r*cols+k])
-							s += p
-							mag[i*rows+r] += math.Abs(p)
+			for _, v := range []string{"native", "other"} {
+				t.Run(fmt.Sprintf("%v/n=%d/%s", wt.dt, n, v), func(t *testing.T) {
+					f := newFixture(t)
+					if v == "other" {
+						f.o = other
+					}
+					rows, cols := 67, matCols[wt.dt]
+					data := randomWeight(f.rng, wt.dt, rows, cols)
+					w := f.weight(wt.dt, []int{rows, cols}, data)
+					xv := f.rand((n+1)*cols, -1, 1)
+					x := f.f32(xv, n+1, cols)
+					dst := f.f32(nil, n+1, rows)
+					f.c.MatMulTransposed(dst.c, x.c, w.c, n)
+					f.o.MatMulTransposed(dst.o, x.o, w.o, n)
+					c, o := f.read(dst, (n+1)*rows)
+					// The reference: weights dequantised, activations rounded
+					// as every backend rounds them for this weight type.
+					xr := make([]float32, len(xv))
+					for i := range n {
+						dtype.RoundActivations(wt.dt.ActivationType(), xr[i*cols:(i+1)*cols], xv[i*cols:(i+1)*cols])
+					}
+					// Q4_1 and Q5_1 add each block's min times the activations'
+					// Q8_1 sum (dtype.Q8_1Sum), not times the sum of the rounded
+					// activations: their weights are dequantised without the min
+					// (zeroed in a copy), which mins adds back that way.
+					wdata := data
+					var mins func(r, b int) float64
+					if wt.dt.ActivationType() == dtype.Q8_1 {
+						wdata = append([]byte(nil), data...)
+						bb := wt.dt.BlockBytes()
+						for b := 0; b < len(wdata); b += bb {
+							wdata[b+2], wdata[b+3] = 0, 0
 						}
-						want[i*rows+r] = float32(s)
+						mins = func(r, b int) float64 {
+							return float64(dtype.F16ToF32(binary.LittleEndian.Uint16(data[(r*cols/32+b)*bb+2:])))
+						}
 					}
-				}
-				// Both backends round the activations bit for bit alike (on
-				// a device with correctly rounded division, as PoCL has), so
-				// only float32 summation order separates them.
-				f.close("matmul vs float64 reference", want, o, mag, 1e-6, 0)
-				f.close("matmul", c, o, mag, 1e-6, 0)
-				// Row n was not asked for and must stay zero.
-				for r := range rows {
-					if o[n*rows+r] != 0 {
-						t.Fatalf("row %d (beyond n) written: %v", n, o[n*rows+r])
+					wf := make([]float32, rows*cols)
+					rb := len(data) / rows
+					for r := range rows {
+						dtype.DequantizeRow(wt.dt, wf[r*cols:(r+1)*cols], wdata[r*rb:(r+1)*rb])
 					}
-				}
-			})
+					want := make([]float32, (n+1)*rows)
+					mag := make([]float64, (n+1)*rows)
+					for i := range n {
+						for r := range rows {
+							var s float64
+							for k := range cols {
+								p := float64(xr[i*cols+k]) * float64(wf[r*cols+k])
+								s += p
+								mag[i*rows+r] += math.Abs(p)
+							}
+							for b := 0; mins != nil && b < cols/32; b++ {
+								p := mins(r, b) * float64(dtype.Q8_1Sum(xv[i*cols+32*b:i*cols+32*b+32]))
+								s += p
+								mag[i*rows+r] += math.Abs(p)
+							}
+							want[i*rows+r] = float32(s)
+						}
+					}
+					// Both backends round the activations bit for bit alike (on
+					// a device with correctly rounded division, as PoCL has), so
+					// only float32 summation order separates them, and for the
+					// block formats not even that: both round the exact sum of
+					// the same block terms (Q4_0, Q8_0: quant.cl's fsum_add) or
+					// follow ggml's lanes operation for operation (the rest).
+					f.close("matmul vs float64 reference", want, o, mag, 1e-6, 0)
+					f.close("matmul", c, o, mag, 1e-6, 0)
+					if wt.dt.Quantized() && f.o.Info().CorrectDivide {
+						for i := range n * rows {
+							if math.Float32bits(c[i]) != math.Float32bits(o[i]) {
+								t.Fatalf("element %d: cpu %v, opencl %v: not the same bits", i, c[i], o[i])
+							}
+						}
+					}
+					// Row n was not asked for and must stay zero.
+					for r := range rows {
+						if o[n*rows+r] != 0 {
+							t.Fatalf("row %d (beyond n) written: %v", n, o[n*rows+r])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestMatMulLanesWide checks the lanes types' matmuls (quant.cl) bit for
+// bit against the CPU backend on rows long enough that decode splits each
+// over many work-items and chunks (the GPU variant's lanes), with an odd
+// number of blocks (IQ4_NL's decode pairs them).
+func TestMatMulLanesWide(t *testing.T) {
+	other := otherVariant(t)
+	for _, dt := range []dtype.Type{dtype.Q6_K, dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.IQ4_XS,
+		dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.IQ4_NL} {
+		cols := 256 * 13
+		if dt.BlockSize() == 32 {
+			cols = 32 * 71
+		}
+		for _, n := range []int{1, 5} {
+			for _, v := range []string{"native", "other"} {
+				t.Run(fmt.Sprintf("%v/n=%d/%s", dt, n, v), func(t *testing.T) {
+					f := newFixture(t)
+					if v == "other" {
+						f.o = other
+					}
+					const rows = 41
+					if !f.o.Info().CorrectDivide {
+						t.Skip("activations round differently without correctly rounded division")
+					}
+					w := f.weight(dt, []int{rows, cols}, randomWeight(f.rng, dt, rows, cols))
+					x := f.f32(f.rand((n+1)*cols, -1, 1), n+1, cols)
+					dst := f.f32(nil, n+1, rows)
+					f.c.MatMulTransposed(dst.c, x.c, w.c, n)
+					f.o.MatMulTransposed(dst.o, x.o, w.o, n)
+					c, o := f.read(dst, (n+1)*rows)
+					// Row n, not asked for, must stay zero in both.
+					for i := range c {
+						if math.Float32bits(c[i]) != math.Float32bits(o[i]) {
+							t.Fatalf("element %d: cpu %v, opencl %v: not the same bits", i, c[i], o[i])
+						}
+					}
+				})
+			}
 		}
 	}
 }
@@ -337,15 +449,14 @@ func TestRoPE(t *testing.T) {
 			f.c.RoPE(x.c, n, heads, hd, tc.pos0, rc)
 			f.o.RoPE(x.o, n, heads, hd, tc.pos0, ro)
 			c, o := f.read(x, n*heads*hd)
-			// Both follow ggml's float arithmetic, the angles to the bit;
-			// with fp64 cos and sin are the CPU's too, and so is every
-			// bit. Without, OpenCL's float cos and sin may differ by 4
-			// ulp: |Δ| is a few float ulps of the inputs (|x| ≤ 2).
-			abs := 2e-6
-			if f.o.Info().FP64 {
-				abs = 0
-			}
-			f.close("rope", c, o, nil, 0, abs)
+			// Both follow ggml's float arithmetic, the angles to the bit.
+			// The CPU takes cos and sin from the C library, as llama.cpp
+			// does (glibc's are 1 ulp off the correctly rounded value in
+			// about 1% of angles); OpenCL computes them in fp64 where it
+			// can, and else its float cos and sin may differ by 4 ulp:
+			// |Δ| is a few float ulps of the inputs (|x| ≤ 2).
+			f.close("rope", c, o, nil, 0, 2e-6)
+
 		})
 	}
 }
@@ -364,8 +475,13 @@ func TestElementwise(t *testing.T) {
 	f.o.SiLUMul(dst.o, a.o, b.o, n)
 	c, o := f.read(dst, (n+1)*cols)
 	// Both compute llama.cpp's float operations (its exp, a correctly
-	// rounded division): the same bits.
-	f.close("silu_mul", c, o, nil, 0, 0)
+	// rounded division), but the CPU's exp is the one of the llama.cpp build
+	// native to the host (backend/cpu/flavor.go): on an AVX-512 host ggml's
+	// AVX-512 variant, which differs from the AVX2 one OpenCL computes by an
+	// ulp, and libm's for a row's last cols%16 elements. Three ulps cover
+	// that through the division and the product.
+	f.close("silu_mul", c, o, nil, 0x1p-22, 0x1p-126)
+
 	// Add in place, dst aliasing a: exact.
 	f.c.Add(a.c, a.c, b.c, n)
 	f.o.Add(a.o, a.o, b.o, n)

@@ -11,26 +11,32 @@ import (
 )
 
 // refQuantize is dtype's definition of activation rounding
-// (dtype.Q8_0Scale, dtype.Q8_KScale, dtype.RoundEven) written out as the
-// stored quants and scales that quant.cl produces.
+// (dtype.Q8_0Scale, dtype.Q8_1Sum, dtype.Q8_KScale, dtype.RoundEven)
+// written out as the stored quants and scales that quant.cl produces: after
+// each block's scale, d holds Q8_1's block sum or Q8_K's 16 group sums.
 func refQuantize(at dtype.Type, x []float32) (q []int8, d []float32) {
 	bs := at.BlockSize()
 	q = make([]int8, len(x))
 	for b := 0; b+bs <= len(x); b += bs {
 		blk := x[b : b+bs]
 		switch at {
-		case dtype.Q8_0:
+		case dtype.Q8_0, dtype.Q8_1:
 			s, id := dtype.Q8_0Scale(blk)
 			for j, v := range blk {
 				q[b+j] = int8(dtype.RoundEven(v * id))
 			}
 			d = append(d, s)
+			if at == dtype.Q8_1 {
+				d = append(d, dtype.Q8_1Sum(blk))
+			}
 		case dtype.Q8_K:
 			s, iscale := dtype.Q8_KScale(blk)
+			sums := make([]float32, 16)
 			for j, v := range blk {
 				q[b+j] = int8(min(127, dtype.RoundEven(iscale*v)))
+				sums[j/16] += float32(q[b+j])
 			}
-			d = append(d, s)
+			d = append(append(d, s), sums...)
 		}
 	}
 	return q, d
@@ -122,10 +128,10 @@ func TestQuantize(t *testing.T) {
 			}
 			defer b.Close()
 			rng := rand.New(rand.NewPCG(3, 4))
-			for _, at := range []dtype.Type{dtype.Q8_0, dtype.Q8_K} {
+			for _, at := range []dtype.Type{dtype.Q8_0, dtype.Q8_1, dtype.Q8_K} {
 				const k = 768
 				for name, row := range quantRows(rng, at, k) {
-					t.Run(fmt.Sprintf("%s/%s", map[dtype.Type]string{dtype.Q8_0: "Q8_0", dtype.Q8_K: "Q8_K"}[at], name), func(t *testing.T) {
+					t.Run(fmt.Sprintf("%v/%s", at, name), func(t *testing.T) {
 						// Two rows: the second is the first reversed, so
 						// that row offsets are exercised too.
 						x := append(append([]float32(nil), row...), row...)
@@ -163,12 +169,12 @@ func runQuantize(t *testing.T, b *Backend, at dtype.Type, x []float32, n, k int)
 	if err := b.WriteF32(xt, 0, x); err != nil {
 		t.Fatal(err)
 	}
-	qk := map[dtype.Type]*kern{dtype.Q8_0: b.byType[dtype.Q4_0].quant, dtype.Q8_K: b.byType[dtype.Q6_K].quant}[at]
+	qk := map[dtype.Type]*kern{dtype.Q8_0: b.byType[dtype.Q4_0].quant, dtype.Q8_1: b.byType[dtype.Q4_1].quant, dtype.Q8_K: b.byType[dtype.Q6_K].quant}[at]
 	if !b.quantize("test", xt.(*tensor), n, k, at, qk) {
 		t.Fatalf("quantize: %v", b.Err())
 	}
 	q := make([]int8, n*k)
-	d := make([]float32, n*k/at.BlockSize())
+	d := make([]float32, n*k/at.BlockSize()*actFloats(at))
 	if err := b.q.Read(b.act.q, 0, len(q), ptr(q)); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +227,7 @@ func TestQuantizedReuse(t *testing.T) {
 	for _, s := range []struct {
 		dt   dtype.Type
 		rows int
-	}{{dtype.Q4_0, m}, {dtype.Q8_0, m}, {dtype.Q6_K, m}, {dtype.F32, k}} {
+	}{{dtype.Q4_0, m}, {dtype.Q8_0, m}, {dtype.Q6_K, m}, {dtype.F32, k}, {dtype.Q4_1, m}, {dtype.Q4_K, m}} {
 		raw := randomWeight(rng, s.dt, s.rows, k)
 		w, err := b.Weight("w", s.dt, []int{s.rows, k}, raw)
 		if err != nil {
@@ -278,14 +284,19 @@ func TestQuantizedReuse(t *testing.T) {
 			}
 		}
 	}
-	q4, q8, q6, square := ws[0], ws[1], ws[2], ws[3]
+	q4, q8, q6, square, q41, q4k := ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
 	check("first", q4, n, 2)
 	check("same x, same activation type", q8, n, 1)
 	check("fewer rows", q4, 1, 1)
 	check("more rows than quantised", q4, n, 1)
 	check("more rows again", q4, n, 1)
 	check("another activation type", q6, n, 2)
+	check("same Q8_K for another K-quant", q4k, n, 1)
 	check("back to Q8_0", q4, n, 2)
+	// Q8_1 has Q8_0's blocks and quants but also block sums.
+	check("Q8_1 after Q8_0", q41, n, 2)
+	check("Q8_1 again", q41, 1, 1)
+	check("Q8_0 after Q8_1", q8, n, 2)
 	writes := []struct {
 		name string
 		op   func()

@@ -253,7 +253,22 @@ func TestParityCommand(t *testing.T) {
 	}
 }
 
+// parity on a K-quant mix (Q4_K, Q5_K and Q6_K tensors in one file): the
+// backends' greedy ids agree at every step, each step within --tol-quant.
+func TestParityCommandKQuants(t *testing.T) {
+	needOpenCL(t)
+	m := shared.Models(t, "kquants/kq-small-Q4_K_M.gguf")
+	stdout, stderr, code := run(t, "parity", "-m", m, "-p", "Once upon a time", "-n", "24", "--backends", "cpu,opencl")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "0 failing steps") {
+		t.Fatalf("parity output:\n%s", stdout)
+	}
+}
+
 func readJSON(t *testing.T, path string, v any) {
+
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -44,7 +44,20 @@ func KQuants(t testing.TB) []Record {
 	return records(t, "kquants/llamacpp_greedy_kquants.json")
 }
 
+// All returns LlamaCpp's records, then KQuants' with "kquants/" before
+// their model names (the folder they are in).
+func All(t testing.TB) []Record {
+	t.Helper()
+	recs := LlamaCpp(t)
+	for _, rec := range KQuants(t) {
+		rec.Model = "kquants/" + rec.Model
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
 // records reads a file of llama.cpp greedy records under shared/models.
+
 // llama.cpp made them at its defaults, with an f16 KV cache.
 func records(t testing.TB, rel string) []Record {
 	t.Helper()

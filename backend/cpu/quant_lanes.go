@@ -1,0 +1,120 @@
+package cpu
+
+import (
+	"github.com/glint-llm/glint/dtype"
+)
+
+// dotKLanes is the K-quant dot in ggml's x86 order (its only x86 kernels are
+// AVX2, which AVX-512 builds run too): eight float lanes; lane l of a
+// super-block is the exact integer Σ over its eight 32-element chunks of
+// scale·v·q for chunk elements 4l…4l+3, added with one fused multiply-add
+// by d = dx·f16(d); the lanes are reduced as hsum_float_8 does. The mins
+// follow each type's own kernel (see the switch).
+func dotKLanes(dt dtype.Type, a *acts, i, k int, w []byte) float32 {
+	bb := dt.BlockBytes()
+	nb := k / dtype.QK_K
+	q := a.q[i*k : (i+1)*k]
+	xd := a.d[i*nb : (i+1)*nb]
+	var l dtype.Levels
+	var acc [8]float32
+	var accm [4]float32
+	var summs float32
+	for b := range nb {
+		l.Unpack(dt, w[b*bb:(b+1)*bb])
+		qb := q[b*dtype.QK_K : (b+1)*dtype.QK_K]
+		bs := a.bs[i*k/16+16*b : i*k/16+16*b+16]
+		// The conversions keep the compiler from fusing these products
+		// into a later addition (Go may, across statements).
+		d := float32(xd[b] * l.D)
+		dmin := float32(-xd[b] * l.M)
+		var lane [8]int32
+		for e := range dtype.QK_K {
+			lane[e%32/4] += l.Scale[e/l.Group] * l.V[e] * int32(qb[e])
+		}
+		switch dt {
+		case dtype.Q2_K:
+			for j := range 8 {
+				p := l.Min[2*j]*int32(bs[2*j]) + l.Min[2*j+1]*int32(bs[2*j+1])
+				acc[j] = fmaf(dmin, float32(p), acc[j])
+			}
+		case dtype.Q4_K, dtype.Q5_K:
+			var p [4]int32
+			for j := range 4 {
+				p[j] = l.Min[2*j]*(int32(bs[4*j])+int32(bs[4*j+1])) + l.Min[2*j+1]*(int32(bs[4*j+2])+int32(bs[4*j+3]))
+			}
+			if dt == dtype.Q4_K {
+				for j := range 4 {
+					accm[j] = fmaf(dmin, float32(p[j]), accm[j])
+				}
+			} else {
+				summs = fmaf(dmin, float32(p[0]+p[1]+p[2]+p[3]), summs)
+			}
+		}
+		for j := range 8 {
+			acc[j] = fmaf(d, float32(lane[j]), acc[j])
+		}
+	}
+	r := hsum8(acc)
+	switch dt {
+	case dtype.Q4_K:
+		r += (accm[0] + accm[2]) + (accm[1] + accm[3]) // _mm_add_ps(acc_m, movehl), then add_ss(movehdup)
+
+	case dtype.Q5_K:
+		r += summs
+	}
+	return r
+}
+
+// hsum8 is ggml's hsum_float_8: the upper four lanes onto the lower, then
+// lanes 2 and 3 onto 0 and 1, then 1 onto 0.
+func hsum8(v [8]float32) float32 {
+	r0, r1, r2, r3 := v[0]+v[4], v[1]+v[5], v[2]+v[6], v[3]+v[7]
+	return (r0 + r2) + (r1 + r3)
+}
+
+// dot32Lanes is the dot of the 32-element block types in ggml's x86 order:
+// eight float lanes, lane l of a block the exact integer Σ v·q over its
+// elements 4l…4l+3, added by one fused multiply-add with f16(d)·dx. Decode
+// runs ggml_vec_dot_*: IQ4_NL alternates two accumulators between even and
+// odd blocks; Q4_1 and Q5_1 also sum m·s in one scalar, added after the
+// reduction. Prefill of Q5_0 and IQ4_NL runs llamafile's tinyBLAS instead,
+// whose one accumulator takes every block in order.
+func dot32Lanes(dt dtype.Type, a *acts, i, k int, w []byte, prefill bool) float32 {
+	bb := dt.BlockBytes()
+	nb := k / 32
+	q := a.q[i*k : (i+1)*k]
+	xd := a.d[i*nb : (i+1)*nb]
+	var l dtype.Levels
+	var acc [2][8]float32
+	var summs float32
+	pairs := dt == dtype.IQ4_NL && !prefill
+	for b := range nb {
+		l.Unpack(dt, w[b*bb:(b+1)*bb])
+		qb := q[b*32 : (b+1)*32]
+		var lane [8]int32
+		for e := range 32 {
+			lane[e/4] += l.V[e] * int32(qb[e])
+		}
+		d := float32(l.D * xd[b])
+		if pairs && b == nb-1 && nb%2 == 1 {
+			// ggml's scalar tail for an odd last block.
+			s := lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7]
+			summs = fmaf(d, float32(s), summs)
+			continue
+		}
+		if dt.ActivationType() == dtype.Q8_1 {
+			summs = fmaf(l.M, a.s[i*nb+b], summs)
+		}
+		ai := 0
+		if pairs {
+			ai = b % 2
+		}
+		for j := range 8 {
+			acc[ai][j] = fmaf(d, float32(lane[j]), acc[ai][j])
+		}
+	}
+	for j := range 8 {
+		acc[0][j] += acc[1][j]
+	}
+	return hsum8(acc[0]) + summs
+}
