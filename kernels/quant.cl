@@ -168,12 +168,13 @@ kernel void quantize_q8_k(global const float* x, global char* xq, global float* 
 // to global or local memory. Products fit in shorts where the comments say
 // so; sums are ints, exact.
 //
-// Q4_0 and Q8_0 sum float block terms (the CPU backend's float64 sum, see
+// Q8_0 sums float block terms (the CPU backend's float64 sum, see
 // fsum_add): IDOT_T(w, p) is the unit's exact integer dot product and
 // TERM_T(w, s, xp) the block's term (dw·dx)·Σ.
 //
 // Every other type follows ggml's x86 order ("lanes", the CPU backend's
-// dotKLanes and dot32Lanes, which the kernels must reproduce bit for bit):
+// dotKLanes, dot32Lanes and dotQ4_0Repacked, which the kernels must
+// reproduce bit for bit):
 // LDOT_T(w, p, u) is the unit's share of its block's eight exact integer
 // lane sums, lane l gathering, in every 32-element chunk, elements
 // 4l … 4l+3 with their sub-block scales; PDOT_T(w, xp, u) its share of the
@@ -226,40 +227,22 @@ inline float2 wdm(global const uchar* row, int b, int bytes, int doff, int moff)
 	return (float2)(d, moff < 0 ? 0.0f : vload_half(0, (global const half*)(blk + moff)));
 }
 
-// ---- Q4_0 × Q8_0: Σ (qw-8)·qx per 32-element block.
+// ---- Q4_0 × Q8_0: Σ (qw-8)·qx per 32-element block; the decoded unit is
+// Q8_0's (|qw-8| ≤ 8). Its kind depends on the matrix (LK_R8 below): ggml
+// repacks Q4_0 matrices whose row count M is a multiple of 8 and keeps one
+// accumulator per output there; other matrices take Q5_0's lanes. Every
+// kernel has M, so the kind is picked per launch with no second kernel.
 
 #define QU_q4_0 32
 #define ABLK_q4_0 32
 #define XOFF_q4_0(u) ((u) * 32)
 #define XBLK_q4_0(u) (u)
-#define IDOT_q4_0(w, p) idot_q4_0(w, vload16(0, p), vload16(0, (p) + 16))
+#define LDOT_q4_0(w, p, u) ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
 #define XDN_q4_0 1
 #define UPB_q4_0 1
-#define TERM_q4_0(w, s, xp) term_d((w).d, (xp)[0], s)
-
-typedef struct {
-	float d;
-	short16 lo, hi;
-} wu_q4_0;
-
-inline wu_q4_0 wload_q4_0(global const uchar* row, int u) {
-	global const uchar* blk = row + u * 18;
-	uchar16 q = vload16(0, blk + 2);
-	wu_q4_0 w;
-	w.d = vload_half(0, (global const half*)blk);
-	w.lo = convert_short16(q & (uchar16)0xF) - (short16)8;
-	w.hi = convert_short16(q >> (uchar16)4) - (short16)8;
-	return w;
-}
-
-inline int idot_q4_0(wu_q4_0 w, char16 x0, char16 x1) {
-	// The block sum is at most 32·8·127: shorts hold it all the way.
-	short16 p = w.lo * convert_short16(x0) + w.hi * convert_short16(x1);
-	short8 a = p.lo + p.hi;
-	short4 b = a.lo + a.hi;
-	short2 c = b.lo + b.hi;
-	return (int)c.x + (int)c.y;
-}
+#define PDOT_q4_0(w, xp, u) ((int8)0)
+#define HDR_q4_0 18, 0, -1
+#define LK_q4_0 ((M) % 8 == 0 ? LK_R8 : LK_32)
 
 // ---- Q8_0 × Q8_0: Σ qw·qx per 32-element block.
 
@@ -283,6 +266,19 @@ inline wu_q8_0 wload_q8_0(global const uchar* row, int u) {
 	w.d = vload_half(0, (global const half*)blk);
 	w.a = convert_short16(vload16(0, (global const char*)(blk + 2)));
 	w.b = convert_short16(vload16(0, (global const char*)(blk + 18)));
+	return w;
+}
+
+// Q4_0 (above) decodes into Q8_0's unit.
+typedef wu_q8_0 wu_q4_0;
+
+inline wu_q4_0 wload_q4_0(global const uchar* row, int u) {
+	global const uchar* blk = row + u * 18;
+	uchar16 q = vload16(0, blk + 2);
+	wu_q4_0 w;
+	w.d = vload_half(0, (global const half*)blk);
+	w.a = convert_short16(q & (uchar16)0xF) - (short16)8;
+	w.b = convert_short16(q >> (uchar16)4) - (short16)8;
 	return w;
 }
 
@@ -677,7 +673,7 @@ inline wu_iq4_xs wload_iq4_xs(global const uchar* row, int u) {
 	return w;
 }
 
-// The sum of a row's block terms (Q4_0 and Q8_0) is kept nearly exactly, as
+// The sum of a row's block terms (Q8_0) is kept nearly exactly, as
 // a float-float pair (hi, lo) with hi + lo the sum: fsum_add is Knuth's
 // TwoSum, which finds the rounding error of hi + c exactly (IEEE
 // arithmetic, no contraction), and lo collects those errors, each within
@@ -821,7 +817,7 @@ inline float2 seg_sum2(local float2* red, int lid, int lane, int S, float2 v) {
 			dst[(ulong)(i0 + t) * M + o] = VALUE(T, acc[t]);                                   \
 	}
 
-// ---- Q4_0 and Q8_0: block terms in a float-float sum. mvq_T's lanes
+// ---- Q8_0: block terms in a float-float sum. mvq_T's lanes
 // stride the blocks of a row and their sums meet in seg_sum2; each block
 // term is the CPU backend's (TERM_T), and so is the sum rounded once.
 
@@ -855,7 +851,6 @@ inline float2 seg_sum2(local float2* red, int lid, int lane, int S, float2 v) {
 	}                                                                                          \
 	MMQ_KERNELS(T, float2, FSUM_INIT, FSUM_BLOCK, FSUM_VALUE)
 
-DEFINE_FSUM_MATMUL_KERNELS(q4_0)
 DEFINE_FSUM_MATMUL_KERNELS(q8_0)
 
 // ---- Every other type: ggml's x86 lanes (see LDOT_T). A row's dot product
@@ -869,11 +864,15 @@ DEFINE_FSUM_MATMUL_KERNELS(q8_0)
 //           is reduced as (m0+m2) + (m1+m3) and added after the lanes;
 //   LK_Q5K  a scalar m.x adds P (lane 0) times dmin, added at the end;
 //   LK_Q81  (Q4_1, Q5_1) a scalar m.x adds mw times the Q8_1 sum s;
-//   LK_32   (Q5_0) none, but m.x (zero) is still added, as in ggml;
+//   LK_32   (Q5_0, and Q4_0 where M % 8 != 0) none, but m.x (zero) is
+//           still added, as in ggml;
 //   LK_NL   (IQ4_NL) LK_32, except that decode alternates two accumulators
 //           between even and odd blocks and takes an odd last block as one
 //           scalar fma of its whole integer sum (ggml_vec_dot_iq4_nl_q8_0);
-//   LK_PLAIN (Q3_K, Q6_K, IQ4_XS) none.
+//   LK_PLAIN (Q3_K, Q6_K, IQ4_XS) none;
+//   LK_R8   (Q4_0 matrices of M % 8 == 0 rows, ggml's 8×8 repacked gemv
+//           and gemm) no lanes at all: one accumulator m.x adds each
+//           block's whole integer sum times d (fma), and is the result.
 // No other operation may be contracted: the products d and dmin are rounded
 // before their fma.
 
@@ -884,6 +883,7 @@ DEFINE_FSUM_MATMUL_KERNELS(q8_0)
 #define LK_Q81 4
 #define LK_32 5
 #define LK_NL 6
+#define LK_R8 7
 
 // LK_PF is a kind as prefill runs it (llamafile's tinyBLAS for IQ4_NL: one
 // accumulator).
@@ -911,6 +911,12 @@ inline void lanes_block(int kind, lacc* s, int8 L, int8 P, float xdv, float xs, 
 		s->m.x = fma(dmin, (float)P.s0, s->m.x);
 	else if (kind == LK_Q81)
 		s->m.x = fma(dm.y, xs, s->m.x);
+	if (kind == LK_R8) {
+		int4 l4 = L.lo + L.hi;
+		int2 l2 = l4.lo + l4.hi;
+		s->m.x = fma(d, (float)(l2.x + l2.y), s->m.x);
+		return;
+	}
 	s->a = fma((float8)d, convert_float8(L), s->a);
 }
 
@@ -918,6 +924,8 @@ inline void lanes_block(int kind, lacc* s, int8 L, int8 P, float xdv, float xs, 
 // min accumulator.
 inline float lanes_value(int kind, lacc s) {
 #pragma OPENCL FP_CONTRACT OFF
+	if (kind == LK_R8)
+		return s.m.x;
 	float4 r = s.a.lo + s.a.hi;
 	float v = (r.s0 + r.s2) + (r.s1 + r.s3);
 	if (kind == LK_Q4K)
@@ -996,6 +1004,16 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 		} else if (kind == LK_Q81) {
 			if (l == 0)
 				*sm = fma(m, as_float(e[18]), *sm);
+		} else if (kind == LK_R8) {
+			// The block's whole sum, in lane 0's chain.
+			if (l == 0) {
+				int t = 0;
+				for (int i = 0; i < upb; i++)
+					for (int j = 0; j < 8; j++)
+						t += e[LREC * i + j];
+				*sm = fma(d, (float)t, *sm);
+			}
+			continue;
 		} else if (kind == LK_NL) {
 			if ((nb & 1) && b == nb - 1) {
 				if (l == 0) {
@@ -1117,6 +1135,7 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 	}                                                                                          \
 	MMQ_KERNELS(T, lacc, LACC_INIT, LANES_BLOCK, LANES_VALUE)
 
+DEFINE_LANES_MATMUL_KERNELS(q4_0)
 DEFINE_LANES_MATMUL_KERNELS(q6_k)
 DEFINE_LANES_MATMUL_KERNELS(q4_1)
 DEFINE_LANES_MATMUL_KERNELS(q5_0)

@@ -17,8 +17,12 @@
 //
 // Numerics: each block's term, (dw·dx)·Σ qw·qx rounded to float32, is added
 // to its (row, token) sum in double and the sum rounded to float32 at the
-// end, as every other level does (quant.go says why the order of those
-// double sums does not matter), so AMX gives the portable path's bits.
+// end, as the Q8_0 kernels of every other level do (quant.go says why the
+// order of those double sums does not matter), so AMX gives the portable
+// path's bits for Q8_0. Q4_0's reference now adds its blocks into one float32
+// by fused multiply-adds (or in eight lanes), so amxMatMat declines Q4_0 and
+// the Q4_0 code here is not reached; converting it would only change post
+// (one float accumulator per pair, fmadd per block in order).
 
 #include <cpuid.h>
 #include <immintrin.h>

@@ -16,11 +16,14 @@ import (
 // OS granted the tile state (which glint_amx_init requests once).
 func hostAMX() bool { return C.glint_amx_init() != 0 }
 
-// amxMatMat runs rows lo…hi-1 of a prefill matmul with Q4_0 or Q8_0 weights
-// on the AMX kernel, and reports false (having done nothing) where that
-// kernel does not apply or could not get its working memory.
+// amxMatMat runs rows lo…hi-1 of a prefill matmul with Q8_0 weights on the
+// AMX kernel, and reports false (having done nothing) where that kernel does
+// not apply or could not get its working memory. Q4_0 is declined: its
+// reference now adds each block into one float32 by a fused multiply-add
+// (or, for row counts not a multiple of 8, in eight lanes), not in double as
+// amx.c does, so Q4_0 runs the VNNI/VBMI kernels of simd.c instead.
 func amxMatMat(t *task, rowBytes, lo, hi int) bool {
-	if t.n < amxMinTokens || t.k%32 != 0 || (t.wt != dtype.Q4_0 && t.wt != dtype.Q8_0) {
+	if t.n < amxMinTokens || t.k%32 != 0 || t.wt != dtype.Q8_0 {
 		return false
 	}
 	a := t.act

@@ -16,12 +16,16 @@ import (
 // the VNNI tiles it replaces, row ranges split as two threads would split
 // them. Both sum the same float32 block terms in double, as the portable
 // path does (quant.go), so every output must have the portable path's bits.
+// Q4_0, whose order the AMX kernel does not follow, must be declined.
 func TestAMXMatchesVNNI(t *testing.T) {
 	if hostSIMD < simdAMX {
 		t.Skip("no AMX on this CPU (or the OS refused the tile state)")
 	}
+	if amxMatMat(&task{wt: dtype.Q4_0, n: 64, k: 64, m: 32}, 36, 0, 32) {
+		t.Fatal("the AMX kernel took Q4_0")
+	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q8_0} {
+	for _, dt := range []dtype.Type{dtype.Q8_0} {
 		for _, s := range []struct{ n, m, k int }{{16, 32, 64}, {17, 45, 96}, {33, 70, 2048}, {128, 64, 512}, {40, 7, 32}} {
 			t.Run(fmt.Sprintf("%v/n=%d/m=%d/k=%d", dt, s.n, s.m, s.k), func(t *testing.T) {
 				raw := backendtest.RandomWeight(t, rng, dt, s.m, s.k)
@@ -48,7 +52,7 @@ func TestAMXMatchesVNNI(t *testing.T) {
 				for o := range s.m {
 					row := raw[o*rowBytes : (o+1)*rowBytes]
 					for i := range s.n {
-						ref := dotQ(dt, &a, i, s.k, row)
+						ref := dotQ(dt, &a, i, s.k, row, s.m)
 						g, v := got[i*s.m+o], want[i*s.m+o]
 						if math.Float32bits(g) != math.Float32bits(ref) || math.Float32bits(v) != math.Float32bits(ref) {
 							t.Fatalf("token %d, row %d: AMX %v, VNNI %v, portable %v", i, o, g, v, ref)

@@ -181,7 +181,7 @@ func matMulRows(t *task, lo, hi int) {
 		for o := lo; o < hi; o++ {
 			row := t.w[o*rowBytes : (o+1)*rowBytes]
 			for i := range n {
-				t.dst[i*m+o] = dotQ(t.wt, t.act, i, k, row)
+				t.dst[i*m+o] = dotQ(t.wt, t.act, i, k, row, m)
 			}
 		}
 		return

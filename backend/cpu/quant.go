@@ -12,19 +12,20 @@ import (
 // The float sums follow ggml's x86 kernels (quant_lanes.go), which the
 // AVX-512 builds of llama.cpp run too, so that the result is llama.cpp's to
 // the bit: eight float lanes, each fed one exact integer per block by a
-// fused multiply-add, and reduced as ggml reduces them. Every kernel level
-// keeps those lanes (TestMatMulLevelsBitExact checks it), and
-// internal/peer's teacher-forced test finds the logits of the K-quant files
-// identical to llama.cpp's.
+// fused multiply-add, and reduced as ggml reduces them; Q4_0 matrices of
+// rows a multiple of 8, which ggml repacks, one such accumulator. Every
+// kernel level keeps those accumulators (TestMatMulLevelsBitExact checks
+// it), and internal/peer's teacher-forced test finds the logits of the
+// K-quant and Q4_0 files identical to llama.cpp's.
 //
-// Q4_0 and Q8_0 do not yet: there each block's contribution,
+// Q8_0 does not yet: there each block's contribution,
 // (d_w·d_x)·Σ q_w·q_x rounded to float32, is added in float64 and the total
 // rounded to float32 once. A float32 value has 24 significant bits, so a
 // float64 sum of them is exact, in any order, as long as the contributions
 // of a row span less than 2^(29-log2 blocks) in magnitude (2^23 for a
 // 2048-wide row); beyond that only bits far below the float32 result are
 // lost, which changes its rounding with a probability of about 2^-29. So
-// their kernels keep accumulators of their own (tiles, VNNI and AMX ones)
+// its kernels keep accumulators of their own (tiles, VNNI and AMX ones)
 // and still give the portable path's bits, but not ggml's.
 
 // acts holds rounded activation rows. Quantised: q holds k int8 values per
@@ -148,26 +149,6 @@ func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi in
 	}
 }
 
-// dotQ4_0 is Σ_b f16(dw)·dx·Σ (qw−8)·qx over the blocks of one row, each
-// term rounded to float32 and summed in float64 (see the top of the file).
-func dotQ4_0(q []int8, xd []float32, w []byte) float32 {
-	nb := len(q) / dtype.QK4_0
-	w = w[:nb*dtype.BlockBytesQ4_0]
-	var sum float64
-	for b := range nb {
-		blk := (*[dtype.BlockBytesQ4_0]byte)(w[b*dtype.BlockBytesQ4_0:])
-		qb := (*[dtype.QK4_0]int8)(q[b*dtype.QK4_0:])
-		var s int32
-		for j := range dtype.QK4_0 / 2 {
-			v := blk[2+j]
-			s += (int32(v&0xF)-8)*int32(qb[j]) + (int32(v>>4)-8)*int32(qb[j+16])
-		}
-		c := f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
-		sum += float64(c)
-	}
-	return float32(sum)
-}
-
 // dotQ8_0 is Σ_b f16(dw)·dx·Σ qw·qx.
 func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
 	nb := len(q) / dtype.QK8_0
@@ -187,15 +168,16 @@ func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
 }
 
 // dotQ dispatches a quantised dot on the weight type: row i of a against
-// one weight row.
-func dotQ(dt dtype.Type, a *acts, i, k int, w []byte) float32 {
+// one weight row of a matrix of rows rows.
+func dotQ(dt dtype.Type, a *acts, i, k int, w []byte, rows int) float32 {
 	q := a.q[i*k : (i+1)*k]
-	switch dt {
-	case dtype.Q4_0:
-		return dotQ4_0(q, a.d[i*k/dtype.QK4_0:], w)
-	case dtype.Q8_0:
+	switch {
+	case dt == dtype.Q4_0 && rows%8 == 0:
+		return dotQ4_0Repacked(q, a.d[i*k/dtype.QK4_0:], w)
+	case dt == dtype.Q8_0:
 		return dotQ8_0(q, a.d[i*k/dtype.QK8_0:], w)
 	}
+
 	if dt.ActivationType() == dtype.Q8_K {
 		return dotKLanes(dt, a, i, k, w)
 	}

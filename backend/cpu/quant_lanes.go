@@ -118,3 +118,26 @@ func dot32Lanes(dt dtype.Type, a *acts, i, k int, w []byte, prefill bool) float3
 	}
 	return hsum8(acc[0]) + summs
 }
+
+// dotQ4_0Repacked is ggml's Q4_0 dot for matrices whose rows are a multiple
+// of 8: ggml repacks those 8×8 (ggml-cpu-aarch64.cpp, on x86 too) and its
+// gemv and gemm keep one float accumulator per output, fed block after
+// block the exact integer sum times f16(d)·dx by one fused multiply-add.
+// Other Q4_0 matrices take dot32Lanes.
+func dotQ4_0Repacked(q []int8, xd []float32, w []byte) float32 {
+	nb := len(q) / dtype.QK4_0
+	w = w[:nb*dtype.BlockBytesQ4_0]
+	var acc float32
+	for b := range nb {
+		blk := (*[dtype.BlockBytesQ4_0]byte)(w[b*dtype.BlockBytesQ4_0:])
+		qb := (*[dtype.QK4_0]int8)(q[b*dtype.QK4_0:])
+		var s int32
+		for j := range dtype.QK4_0 / 2 {
+			v := blk[2+j]
+			s += (int32(v&0xF)-8)*int32(qb[j]) + (int32(v>>4)-8)*int32(qb[j+16])
+		}
+		d := float32(f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b])
+		acc = fmaf(float32(s), d, acc)
+	}
+	return acc
+}

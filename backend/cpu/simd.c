@@ -10,11 +10,14 @@
 // order the GEMM below keeps in its registers; for decode in 16 lanes.
 // Quantised weights meet activations quantised as dtype.RoundActivations
 // defines (llama.cpp's arithmetic): each block's dot product is exact in
-// integers. Q4_0 and Q8_0 scale each block's total by the two block scales
-// in float32 and sum those terms in double (quant.go says why that makes the
-// order irrelevant); every other type keeps eight integer lanes per block
-// and adds them into eight float lanes by fused multiply-adds, in ggml's x86
-// order (quant_lanes.go). So every level gives the portable path's bits.
+// integers. Q8_0 scales each block's total by the two block scales in
+// float32 and sums those terms in double (quant.go says why that makes the
+// order irrelevant); Q4_0 matrices of a multiple of 8 rows add each block's
+// total times the scales into one float32 by a fused multiply-add, in block
+// order (ggml's repacked Q4_0); every other type, and other Q4_0 matrices,
+// keep eight integer lanes per block and add them into eight float lanes by
+// fused multiply-adds, in ggml's x86 order (quant_lanes.go). So every level
+// gives the portable path's bits.
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -922,15 +925,20 @@ INLINE A2 void add_terms(__m256 c, __m256d *lo, __m256d *hi) {
 // QTILE defines a micro-kernel for R weight rows × T tokens of Q4_0 or Q8_0
 // (block size bb bytes): each unpacked weight block and each activation
 // block is loaded once and used T (R) times. Per block, the dot products'
-// lanes are summed to exact integers (sum8x8), each is scaled by dw·dx in
-// float32 as the reference does, and added in double. Pair (r, t) keeps its
-// sum in lane 4r + t of acc (pairs past T are zero), so that the scales
-// of a vector of 8 pairs are two rows' dw times the same four dx.
-#define QTILE(name, attr, bdot, bb)                                                                          \
+// lanes are summed to exact integers (sum8x8) and scaled by dw·dx rounded to
+// float32, as the reference does. Q8_0 (fa = 0) rounds each term to float32
+// and adds it in double; Q4_0 (fa = 1, rows a multiple of 8: ggml's
+// repacked order, dotQ4_0Repacked) adds S·(dw·dx) into one float32 per pair
+// by a fused multiply-add, block after block. Pair (r, t) keeps its sum in
+// lane 4r + t of acc (facc: of vector r/2; pairs past T are zero), so that
+// the scales of a vector of 8 pairs are two rows' dw times the same four dx.
+#define QTILE(name, attr, bdot, bb, fa)                                                                      \
 	INLINE attr void name(int R, int T, const int8_t *q, const float *xd, const int32_t *xc, int k,            \
 	                      const uint8_t *w, size_t rowBytes, float *dst, int m) {                            \
 		__m256d acc[4];                                                                                       \
+		__m256 facc[2];                                                                                       \
 		for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_pd();                                             \
+		for (int i = 0; i < 2; i++) facc[i] = _mm256_setzero_ps();                                            \
 		int nb = k / 32;                                                                                      \
 		for (int b = 0; b < nb; b++) {                                                                        \
 			__m256i dp[16];                                                                                   \
@@ -949,20 +957,27 @@ INLINE A2 void add_terms(__m256 c, __m256d *lo, __m256d *hi) {
 				__m128 d1 = r + 1 < R ? _mm_set1_ps(f16tab[le16(w + (r + 1) * rowBytes + (size_t)b * bb)])    \
 				                      : _mm_setzero_ps();                                                     \
 				__m256 sc = _mm256_mul_ps(_mm256_set_m128(d1, d0), dx8);                                      \
-				__m256 c = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc);                         \
-				add_terms(c, &acc[r], &acc[r + 1]);                                                           \
+				if (fa) {                                                                                     \
+					facc[r / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc, facc[r / 2]);   \
+				} else {                                                                                      \
+					__m256 c = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc);                     \
+					add_terms(c, &acc[r], &acc[r + 1]);                                                       \
+				}                                                                                             \
 			}                                                                                                 \
 		}                                                                                                     \
 		double out[16];                                                                                       \
+		float fout[16];                                                                                       \
 		for (int i = 0; i < 4; i++) _mm256_storeu_pd(out + 4 * i, acc[i]);                                    \
+		for (int i = 0; i < 2; i++) _mm256_storeu_ps(fout + 8 * i, facc[i]);                                  \
 		for (int r = 0; r < R; r++)                                                                           \
-			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = (float)out[4 * r + t];                       \
+			for (int t = 0; t < T; t++)                                                                       \
+				dst[(size_t)t * m + r] = fa ? fout[4 * r + t] : (float)out[4 * r + t];                        \
 	}
 
-QTILE(tile_q4_vnni, A3, bdot_q4_vnni, 18)
-QTILE(tile_q8_vnni, A3, bdot_q8_vnni, 34)
-QTILE(tile_q4_avx2, A2, bdot_q4_avx2, 18)
-QTILE(tile_q8_avx2, A2, bdot_q8_avx2, 34)
+QTILE(tile_q4_vnni, A3, bdot_q4_vnni, 18, 1)
+QTILE(tile_q8_vnni, A3, bdot_q8_vnni, 34, 0)
+QTILE(tile_q4_avx2, A2, bdot_q4_avx2, 18, 1)
+QTILE(tile_q8_avx2, A2, bdot_q8_avx2, 34, 0)
 
 // CASES4 expands to the four token counts of an R-row tile, each a call
 // with constant shape.
@@ -1057,6 +1072,15 @@ INLINE A3 __m256i q32_corr_vnni(__m256i x) {
 	                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), x));
 }
 
+// q40_corr_* are q32_corr_* for Q4_0 in lanes (matrices whose rows are not
+// a multiple of 8, see glint_matmat_q): its nibbles are stored as q+8.
+INLINE A2 __m256i q40_corr_avx2(__m256i x) { return _mm256_maddubs_epi16(_mm256_set1_epi8(8), x); }
+
+INLINE A3 __m256i q40_corr_vnni(__m256i x) {
+	return _mm256_sub_epi32(_mm256_setzero_si256(),
+	                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), x));
+}
+
 INLINE A2 __m256i bdot_q5_0_avx2(__m256i c, const uint8_t *p, __m256i x) {
 	__m256i u = _mm256_or_si256(q4_unpack(p + 6), q5_hbits(p + 2));
 	return madd1(_mm256_sub_epi16(_mm256_maddubs_epi16(u, x), c));
@@ -1077,6 +1101,14 @@ INLINE A2 __m256i bdot_iq4nl_avx2(__m256i c, const uint8_t *p, __m256i x) {
 	(void)c;
 	__m256i v = _mm256_shuffle_epi8(iq4_table(), q4_unpack(p + 2));
 	return madd1(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)));
+}
+
+INLINE A2 __m256i bdot_q40l_avx2(__m256i c, const uint8_t *p, __m256i x) {
+	return madd1(_mm256_sub_epi16(_mm256_maddubs_epi16(q4_unpack(p + 2), x), c));
+}
+
+INLINE A3 __m256i bdot_q40l_vnni(__m256i c, const uint8_t *p, __m256i x) {
+	return _mm256_dpbusd_epi32(c, q4_unpack(p + 2), x);
 }
 
 INLINE A3 __m256i bdot_q5_0_vnni(__m256i c, const uint8_t *p, __m256i x) {
@@ -1171,6 +1203,8 @@ QTILEX(tile_q5_0_vnni, A3, bdot_q5_0_vnni, q32_corr_vnni, 22, 1, 0)
 QTILEX(tile_q4_1_vnni, A3, bdot_q4_1_vnni, q32_corr_vnni, 20, 0, 1)
 QTILEX(tile_q5_1_vnni, A3, bdot_q5_1_vnni, q32_corr_vnni, 24, 0, 1)
 QTILEX(tile_iq4nl_vnni, A3, bdot_iq4nl_vnni, q32_corr_vnni, 18, 0, 0)
+QTILEX(tile_q40l_avx2, A2, bdot_q40l_avx2, q40_corr_avx2, 18, 1, 0)
+QTILEX(tile_q40l_vnni, A3, bdot_q40l_vnni, q40_corr_vnni, 18, 1, 0)
 
 #define CASEX(tile, R, T) \
 	case R * 8 + T: tile(R, T, pairs, qt, dt, st, k, wr, rowBytes, d, m); break;
@@ -1207,6 +1241,8 @@ QMATMATX(matmat_q5_0_vnni, A3, tile_q5_0_vnni, 4)
 QMATMATX(matmat_q4_1_vnni, A3, tile_q4_1_vnni, 4)
 QMATMATX(matmat_q5_1_vnni, A3, tile_q5_1_vnni, 4)
 QMATMATX(matmat_iq4nl_vnni, A3, tile_iq4nl_vnni, 4)
+QMATMATX(matmat_q40l_avx2, A2, tile_q40l_avx2, 2)
+QMATMATX(matmat_q40l_vnni, A3, tile_q40l_vnni, 4)
 
 
 // ---------------------------------------------------------------- K-quants and IQ4_XS
@@ -1568,8 +1604,10 @@ static A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const in
 // their 18- (34-) byte records, and one vpermw spreads the blocks' f16
 // scales over the lanes that hold each block's partial sums. Four rows'
 // partial sums are then summed per block in one shuffle tree (sum4x4), so
-// that a group costs one convert, two multiplies and the double adds for
-// 16 block terms instead of per block and row. The activations
+// that a group costs one convert and two multiplies for 16 block terms
+// instead of per block and row; Q4_0 then adds them into four rows' float
+// accumulators by four fused multiply-adds in block order (fma_group4), Q8_0
+// in double. The activations
 // are laid out once per call to match: for Q4_0 low nibbles (elements 0-15
 // of a block) and high nibbles (16-31) of four blocks each fill one vector,
 // and dx and the correction c are spread to the same lanes (c in the first
@@ -1615,40 +1653,36 @@ INLINE AV __m512 tr4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 	return _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t1));
 }
 
-// add_terms16 adds the float32 block terms c to two vectors of double sums,
-// lanes 0-7 and 8-15.
-INLINE AV void add_terms16(__m512 c, __m512d *lo, __m512d *hi) {
-	*lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(c)));
-	*hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(c, 1)));
-}
-
-// row_sum4 is row r's total of double sums laid out as by sum4x4 over four
-// blocks (acc[0]: blocks 0 and 1, acc[1]: blocks 2 and 3).
-INLINE AV double row_sum4(const __m512d acc[2], int r) {
-	double a[16];
-	_mm512_storeu_pd(a, acc[0]);
-	_mm512_storeu_pd(a + 8, acc[1]);
-	return a[r] + a[4 + r] + a[8 + r] + a[12 + r];
-}
-
-// term_q4 and term_q8 are one block's term as the reference rounds it:
-// (dw·dx)·Σ qw·qx in float32.
-INLINE AV float term_q4(const uint8_t *blk, const int8_t *q, float dx, int32_t c) {
+// fma_q4 adds one Q4_0 block to a row's float accumulator as
+// dotQ4_0Repacked does: fmaf(Σ qw·qx, f16(dw)·dx, acc).
+INLINE AV float fma_q4(const uint8_t *blk, const int8_t *q, float dx, int32_t c, float acc) {
 	__m256i dp = bdot_q4_vnni(_mm256_zextsi128_si256(_mm_cvtsi32_si128(c)), blk + 2, _mm256_loadu_si256((const __m256i *)q));
-	return f16tab[le16(blk)] * dx * (float)hsum8i(dp);
+	return fma1((float)hsum8i(dp), f16tab[le16(blk)] * dx, acc);
 }
 
+// fma_group4 adds the four blocks of a group to the float accumulators of
+// four rows, in block order: t and sc laid out as sum4x4 (block j in 128-bit
+// lane j, row r in its element r) hold the blocks' sums and scales dw·dx.
+INLINE AV __m128 fma_group4(__m512 t, __m512 sc, __m128 acc) {
+	acc = _mm_fmadd_ps(_mm512_castps512_ps128(t), _mm512_castps512_ps128(sc), acc);
+	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 1), _mm512_extractf32x4_ps(sc, 1), acc);
+	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 2), _mm512_extractf32x4_ps(sc, 2), acc);
+	return _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 3), _mm512_extractf32x4_ps(sc, 3), acc);
+}
+
+// term_q8 is one Q8_0 block's term as the reference rounds it:
+// (dw·dx)·Σ qw·qx in float32.
 INLINE AV float term_q8(const uint8_t *blk, const int8_t *q, float dx, int32_t c) {
 	__m256i dp = bdot_q8_vnni(_mm256_zextsi128_si256(_mm_cvtsi32_si128(c)), blk + 2, _mm256_loadu_si256((const __m256i *)q));
 	return f16tab[le16(blk)] * dx * (float)hsum8i(dp);
 }
 
 // q4_decode_rows accumulates R rows (R ≤ 4) of whole 4-block groups into
-// acc, laid out as row_sum4 reads it.
+// acc, element r for row r (see fma_group4).
 INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
-                              const uint8_t *w, size_t rowBytes, __m512d acc[2]) {
+                              const uint8_t *w, size_t rowBytes, __m128 *acc) {
 	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
-	acc[0] = acc[1] = _mm512_setzero_pd();
+	__m128 a4 = _mm_setzero_ps();
 	for (int g = 0; g < ng; g++) {
 		__m512i xl = _mm512_loadu_si512(xr + 128 * g), xh = _mm512_loadu_si512(xr + 128 * g + 64);
 		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
@@ -1674,9 +1708,9 @@ INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const i
 			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
 		}
 		__m512 sc = _mm512_mul_ps(tr4(sw[0], sw[1], sw[2], sw[3]), dx);
-		__m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), sc);
-		add_terms16(t, &acc[0], &acc[1]);
+		a4 = fma_group4(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), sc, a4);
 	}
+	*acc = a4;
 }
 
 static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
@@ -1699,20 +1733,22 @@ static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *x
 	for (int o = lo; o < hi; o += 4) {
 		int R = hi - o < 4 ? hi - o : 4;
 		const uint8_t *wr = w + (size_t)o * rowBytes;
-		__m512d acc[2];
+		__m128 acc;
 		switch (R) {
-		case 1: q4_decode_rows(1, xr, dxv, ci, ng, wr, rowBytes, acc); break;
-		case 2: q4_decode_rows(2, xr, dxv, ci, ng, wr, rowBytes, acc); break;
-		case 3: q4_decode_rows(3, xr, dxv, ci, ng, wr, rowBytes, acc); break;
-		default: q4_decode_rows(4, xr, dxv, ci, ng, wr, rowBytes, acc); break;
+		case 1: q4_decode_rows(1, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
+		case 2: q4_decode_rows(2, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
+		case 3: q4_decode_rows(3, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
+		default: q4_decode_rows(4, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
 		}
+		float a[4];
+		_mm_storeu_ps(a, acc);
 		for (int r = 0; r < R; r++) {
-			double sum = row_sum4(acc, r);
+			float sum = a[r];
 			// Blocks past the last whole group, one at a time.
 			for (int b = 4 * ng; b < nb; b++) {
-				sum += term_q4(wr + r * rowBytes + (size_t)b * 18, q + 32 * b, xd[b], xc[b]);
+				sum = fma_q4(wr + r * rowBytes + (size_t)b * 18, q + 32 * b, xd[b], xc[b], sum);
 			}
-			dst[o + r] = (float)sum;
+			dst[o + r] = sum;
 		}
 	}
 }
@@ -1824,8 +1860,8 @@ INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const i
                        const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
                        size_t rowBytes, float *dst, int m) {
 	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
-	__m512d acc[4][2];
-	for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_pd();
+	__m128 acc[4];
+	for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();
 	for (int g = 0; g < ng; g++) {
 		__m512i wl[4], wh[4];
 		__m512 sw[4];
@@ -1853,19 +1889,20 @@ INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const i
 			for (int r = 0; r < 4; r++) {
 				s[r] = r < R ? _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wl[r], xl), wh[r], xh) : _mm512_setzero_si512();
 			}
-			__m512 tt = _mm512_mul_ps(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), _mm512_mul_ps(swt, dx));
-			add_terms16(tt, &acc[t][0], &acc[t][1]);
+			acc[t] = fma_group4(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), _mm512_mul_ps(swt, dx), acc[t]);
 		}
 	}
 	int nb = k / 32;
 	for (int t = 0; t < T; t++) {
+		float a[4];
+		_mm_storeu_ps(a, acc[t]);
 		for (int r = 0; r < R; r++) {
-			double sum = row_sum4(acc[t], r);
+			float sum = a[r];
 			for (int b = 4 * ng; b < nb; b++) {
-				sum += term_q4(w + r * rowBytes + (size_t)b * 18, q + (size_t)t * k + 32 * b, xd[(size_t)t * nb + b],
-				               xc[(size_t)t * nb + b]);
+				sum = fma_q4(w + r * rowBytes + (size_t)b * 18, q + (size_t)t * k + 32 * b, xd[(size_t)t * nb + b],
+				             xc[(size_t)t * nb + b], sum);
 			}
-			dst[(size_t)t * m + r] = (float)sum;
+			dst[(size_t)t * m + r] = sum;
 		}
 	}
 }
@@ -2804,6 +2841,7 @@ static A3 int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, 
 INLINE void q32_type(int ty, int *bb, int *qo, int *ho, int *mn) {
 	switch (ty) {
 	case T_Q5_0: *bb = 22, *qo = 6, *ho = 2, *mn = 0; break;
+	case T_Q4_0: *bb = 18, *qo = 2, *ho = 0, *mn = 0; break;
 	case T_Q4_1: *bb = 20, *qo = 4, *ho = 0, *mn = 1; break;
 	case T_Q5_1: *bb = 24, *qo = 8, *ho = 4, *mn = 1; break;
 	default: *bb = 18, *qo = 2, *ho = 0, *mn = 0; break; // IQ4_NL
@@ -2821,7 +2859,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 	const __m512i tab = _mm512_broadcast_i32x4(
 	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181,
 	                  (char)197, (char)217, (char)241));
-	const __m512i off = _mm512_set1_epi8(ty == T_Q5_0 ? 16 : (char)0x80);
+	const __m512i off = _mm512_set1_epi8(ty == T_Q5_0 ? 16 : ty == T_Q4_0 ? 8 : (char)0x80);
 	__m256 acc[4];
 	__m512 accz[4];
 	float summs[4];
@@ -2833,7 +2871,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 	for (int b = 0; b + 1 < nb; b += 2) {
 		__m512i x = _mm512_loadu_si512(q + 32 * b);
 		__m512i c = _mm512_setzero_si512();
-		if (ty == T_Q5_0 || ty == T_IQ4_NL) {
+		if (ty == T_Q5_0 || ty == T_Q4_0 || ty == T_IQ4_NL) {
 			c = _mm512_sub_epi32(c, _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, x));
 		}
 		float dx0 = xd[b], dx1 = xd[b + 1];
@@ -2878,6 +2916,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 			__m256i dp;
 			switch (ty) {
 			case T_Q5_0: dp = bdot_q5_0_vnni(q32_corr_vnni(x), p, x); break;
+			case T_Q4_0: dp = bdot_q40l_vnni(q40_corr_vnni(x), p, x); break;
 			case T_Q4_1: dp = bdot_q4_1_vnni(x, p, x); break;
 			case T_Q5_1: dp = bdot_q5_1_vnni(x, p, x); break;
 			default: dp = bdot_iq4nl_vnni(x, p, x); break;
@@ -2911,6 +2950,7 @@ static A3 void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const f
 		switch (R * 32 + ty) {
 #define Q32V(R)                                                                                                     \
 	case R * 32 + T_Q5_0: q32_decode_rows(T_Q5_0, R, q, xd, xs, nb, wr, rowBytes, dst + o); break;                 \
+	case R * 32 + T_Q4_0: q32_decode_rows(T_Q4_0, R, q, xd, xs, nb, wr, rowBytes, dst + o); break;                 \
 	case R * 32 + T_Q4_1: q32_decode_rows(T_Q4_1, R, q, xd, xs, nb, wr, rowBytes, dst + o); break;                 \
 	case R * 32 + T_Q5_1: q32_decode_rows(T_Q5_1, R, q, xd, xs, nb, wr, rowBytes, dst + o); break;                 \
 	case R * 32 + T_IQ4_NL: q32_decode_rows(T_IQ4_NL, R, q, xd, xs, nb, wr, rowBytes, dst + o); break;
@@ -2925,7 +2965,16 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
                     int m) {
 	switch (type) {
 	case T_Q4_0:
-		if (level >= 4 && n == 1 && k >= 128 && k <= DECODE_KMAX) {
+		// ggml repacks Q4_0 matrices of a multiple of 8 rows, whose dots keep
+		// one float per output; other matrices run in lanes, as Q5_0
+		// (quant.go, dotQ).
+		if (m % 8 != 0) {
+			if (level >= 3 && n == 1) {
+				matvec_q32_vnni(T_Q4_0, q, d, s, k, w, rowBytes, lo, hi, dst);
+			} else {
+				(level >= 3 ? matmat_q40l_vnni : matmat_q40l_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			}
+		} else if (level >= 4 && n == 1 && k >= 128 && k <= DECODE_KMAX) {
 			matvec_q4_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
 		} else if (level >= 3) {
 			if (!(level >= 4 && k >= 128 && matmat_q4_vbmi(q, d, c, n, k, w, rowBytes, lo, hi, dst, m))) {

@@ -32,7 +32,9 @@ void glint_round_act(int type, const float *x, float *dst, size_t n);
 // weight w (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K…Q6_K or IQ4_XS) for
 // t < n and lo <= o < hi, from n rows of quantised activations (row t at
 // q + t*k, d + t*k/bs, c + t*k/32, s + t*k/32 (Q8_1) or bs + t*k/16); c, s
-// and bs may be NULL where the activation type has none.
+// and bs may be NULL where the activation type has none. m is the weight's
+// full row count (dst's row stride), which also picks Q4_0's summation order
+// (a multiple of 8 rows or not: quant.go, dotQ).
 void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
                     const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst,
                     int m);

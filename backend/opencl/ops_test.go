@@ -312,8 +312,8 @@ func TestMatMulTransposed(t *testing.T) {
 					// a device with correctly rounded division, as PoCL has), so
 					// only float32 summation order separates them, and for the
 					// block formats not even that: both round the exact sum of
-					// the same block terms (Q4_0, Q8_0: quant.cl's fsum_add) or
-					// follow ggml's lanes operation for operation (the rest).
+					// the same block terms (Q8_0: quant.cl's fsum_add) or
+					// follow ggml's order operation for operation (the rest).
 					f.close("matmul vs float64 reference", want, o, mag, 1e-6, 0)
 					f.close("matmul", c, o, mag, 1e-6, 0)
 					if wt.dt.Quantized() && f.o.Info().CorrectDivide {
@@ -338,23 +338,34 @@ func TestMatMulTransposed(t *testing.T) {
 // TestMatMulLanesWide checks the lanes types' matmuls (quant.cl) bit for
 // bit against the CPU backend on rows long enough that decode splits each
 // over many work-items and chunks (the GPU variant's lanes), with an odd
-// number of blocks (IQ4_NL's decode pairs them).
+// number of blocks (IQ4_NL's decode pairs them). Q4_0 runs on 41 rows
+// (lanes) and on 48 (a multiple of 8: one accumulator, as ggml's repacked
+// matrices).
 func TestMatMulLanesWide(t *testing.T) {
 	other := otherVariant(t)
+	type shape struct {
+		dt   dtype.Type
+		rows int
+	}
+	var shapes []shape
 	for _, dt := range []dtype.Type{dtype.Q6_K, dtype.Q2_K, dtype.Q3_K, dtype.Q4_K, dtype.Q5_K, dtype.IQ4_XS,
-		dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.IQ4_NL} {
+		dtype.Q4_1, dtype.Q5_0, dtype.Q5_1, dtype.IQ4_NL, dtype.Q4_0} {
+		shapes = append(shapes, shape{dt, 41})
+	}
+	shapes = append(shapes, shape{dtype.Q4_0, 48})
+	for _, sh := range shapes {
+		dt, rows := sh.dt, sh.rows
 		cols := 256 * 13
 		if dt.BlockSize() == 32 {
 			cols = 32 * 71
 		}
 		for _, n := range []int{1, 5} {
 			for _, v := range []string{"native", "other"} {
-				t.Run(fmt.Sprintf("%v/n=%d/%s", dt, n, v), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%v/rows=%d/n=%d/%s", dt, rows, n, v), func(t *testing.T) {
 					f := newFixture(t)
 					if v == "other" {
 						f.o = other
 					}
-					const rows = 41
 					if !f.o.Info().CorrectDivide {
 						t.Skip("activations round differently without correctly rounded division")
 					}
