@@ -29,22 +29,9 @@ var ggml512 = hostSIMD >= simdAVX512 && os.Getenv("GLINT_GGML_FLAVOR") != "avx2"
 // with its last term fused, scaled by 2^n (vscalefps, exact but for
 // overflow and underflow).
 func expf512(x float32) float32 {
-	const (
-		r   = 0x1.8p23
-		l2e = 0x1.715476p+0
-		ln1 = 0x1.62e4p-1
-		ln2 = 0x1.7f7d1cp-20
-		c0  = 0x1.0e4020p-7
-		c1  = 0x1.573e2ep-5
-		c2  = 0x1.555e66p-3
-		c3  = 0x1.fffdb6p-2
-		c4  = 0x1.ffffecp-1
-	)
-	z := fmaf(x, l2e, r)
-	n := z - r
-	b := fmaf(-n, ln2, fmaf(-n, ln1, x))
-	u := b * b
-	j := fmaf(fmaf(fmaf(c0, b, c1), u, fmaf(c2, b, c3)), u, fmaf(c4, b, 1))
+	_, n, b, u, p := expfReduce(x)
+	j := fmaf(p, u, fmaf(expC4, b, 1))
+
 	switch {
 	case n > 192:
 		return float32(math.Inf(1))
