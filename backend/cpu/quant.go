@@ -31,7 +31,8 @@ import (
 // acts holds rounded activation rows. Quantised: q holds k int8 values per
 // row; for Q8_0, d and c hold one scale and one correction per 32 (see
 // simd.h: the correction -off·Σq lets the SIMD kernels treat weights as
-// unsigned); Q8_1 is Q8_0 plus s, one block sum per 32 (dtype.Q8_1Sum); for
+// unsigned); Q8_1 holds d and s, one block sum per 32 (dtype.Q8_1Sum), and
+// no correction, which the kernels of its weights (Q4_1, Q5_1) do not need; for
 // Q8_K, d holds one scale per 256 and bs one sum per 16. F16 and BF16: f
 // holds the rounded values as float32, which the float kernels read in place
 // of x.
@@ -88,7 +89,7 @@ func (a *acts) grow(at dtype.Type, n, k int) {
 		if len(a.d) < n*k/dtype.QK8_0 {
 			a.d = make([]float32, n*k/dtype.QK8_0)
 		}
-		if len(a.c) < n*k/dtype.QK8_0 {
+		if at == dtype.Q8_0 && len(a.c) < n*k/dtype.QK8_0 {
 			a.c = make([]int32, n*k/dtype.QK8_0)
 		}
 		if at == dtype.Q8_1 && len(a.s) < n*k/dtype.QK8_0 {
@@ -125,8 +126,10 @@ func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi in
 					qr[j] = int8(dtype.RoundEven(xr[j] * id))
 					s += int32(qr[j])
 				}
-				a.d[i*nb+b], a.c[i*nb+b] = d, -off*s
-				if at == dtype.Q8_1 {
+				a.d[i*nb+b] = d
+				if at == dtype.Q8_0 {
+					a.c[i*nb+b] = -off * s
+				} else {
 					a.s[i*nb+b] = dtype.Q8_1Sum(xb)
 				}
 			}

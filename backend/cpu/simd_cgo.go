@@ -78,9 +78,7 @@ func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int)
 			nb := k / dtype.QK8_0
 			C.glint_quantize_q8_1(xp, C.int(k), qp, (*C.float)(unsafe.Pointer(&a.d[i*nb])),
 				(*C.float)(unsafe.Pointer(&a.s[i*nb])))
-			// The weights with Q8_1 activations (Q4_1, Q5_1) take no
-			// correction (actOffset 0), which quantizeRowsGo stores as 0.
-			clear(a.c[i*nb : (i+1)*nb])
+
 		case dtype.Q8_K:
 			C.glint_quantize_q8_k(xp, C.int(k), qp, (*C.float)(unsafe.Pointer(&a.d[i*k/dtype.QK_K])),
 				(*C.int16_t)(unsafe.Pointer(&a.bs[i*k/16])))
