@@ -29,6 +29,11 @@ command -v npm >/dev/null || die "npm not found (the library is taken from the n
 moddir=$(cd "$root" && go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go) ||
 	die "github.com/yalue/onnxruntime_go is not in go.mod"
 modver=$(cd "$root" && go list -m -f '{{.Version}}' github.com/yalue/onnxruntime_go)
+# On a fresh machine the module is not downloaded yet, and its header is what we read.
+if [ -z "$moddir" ] || [ ! -f "$moddir/onnxruntime_c_api.h" ]; then
+	(cd "$root" && go mod download github.com/yalue/onnxruntime_go) || die "go mod download github.com/yalue/onnxruntime_go failed"
+	moddir=$(cd "$root" && go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
+fi
 [ -n "$moddir" ] && [ -f "$moddir/onnxruntime_c_api.h" ] ||
 	die "onnxruntime_go $modver source not found (run: go mod download github.com/yalue/onnxruntime_go)"
 api=$(sed -n 's/^#define ORT_API_VERSION \([0-9][0-9]*\).*/\1/p' "$moddir/onnxruntime_c_api.h")
