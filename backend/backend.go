@@ -83,9 +83,11 @@ type Backend interface {
 	MatMulTransposed(dst, x, w Tensor, n int)
 	// RMSNorm computes dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
 	RMSNorm(dst, x, w Tensor, n int, eps float32)
-	// RoPE rotates, in place, the heads of x ([n, heads·headDim]) of tokens
-	// at positions pos0 … pos0+n-1.
-	RoPE(x Tensor, n, heads, headDim, pos0 int, r Rope)
+	// RoPE rotates, in place, the heads of x ([n, heads·headDim]): row i by
+	// the position pos[i] (pos is I32 with at least n entries). Positions
+	// may be any int32s in any order: a batch mixes sequences, and a K-shift
+	// rotates cached keys by a (negative) delta, as llama.cpp's does.
+	RoPE(x Tensor, n, heads, headDim int, pos Tensor, r Rope)
 	// SiLUMul computes dst = silu(gate) · up elementwise (SwiGLU).
 	SiLUMul(dst, gate, up Tensor, n int)
 	// Add computes dst = a + b elementwise (dst may be a or b).
@@ -97,18 +99,20 @@ type Backend interface {
 	// is F32 and dst F16 (an f16 KV cache): each value then rounds to the
 	// nearest f16, ties to even, as ggml's F32→F16 copy does.
 	CopySlice(dst Tensor, dstOff int, src Tensor, srcOff, count int)
-	// AttentionGen is decode attention: one query row q ([heads·headDim])
-	// over the first kvLen positions of the caches k and v
-	// ([maxSeq, kvHeads, headDim], each F32 or F16), written to out
-	// ([heads·headDim]). Query head h reads KV head h/(heads/kvHeads)
-	// (grouped-query attention). The arithmetic is llama.cpp's: over an F16
-	// K the query is rounded to f16 before the dot products; scores are
-	// scaled, softmaxed in float32 and normalised before they weight V; over
-	// an F16 V each probability is rounded to f16 first.
-	AttentionGen(out, q, k, v Tensor, kvLen, heads, kvHeads, headDim int, scale float32)
-	// Attention is causal prefill attention: query row i (position pos0+i)
-	// attends to cache positions 0 … pos0+i.
-	Attention(out, q, k, v Tensor, n, pos0, heads, kvHeads, headDim int, scale float32)
+	// Attention computes, for each of the first n query rows of q
+	// ([n, Heads·HeadDim]), softmax(q·Kᵀ·Scale)·V over the cache cells kv
+	// lets the row see (see KVView), written to out ([n, Heads·HeadDim]).
+	// k and v are the caches, [cells, KVHeads, HeadDim], each F32 or F16;
+	// query head h reads KV head h/(Heads/KVHeads) (grouped-query
+	// attention). The arithmetic is llama.cpp's (ggml_mul_mat of K and q,
+	// ggml_soft_max_ext with its −∞ mask, ggml_mul_mat of V and the
+	// probabilities): over an F16 K the query is rounded to f16 before the
+	// dot products; a score is soft-capped (Attn.SoftCap), then scaled; the
+	// softmax runs in float32 and normalises before V is weighted; over an
+	// F16 V each probability is rounded to f16 first. A cell the row does
+	// not see contributes nothing; a row that sees no cell gets zeros. n = 1
+	// is a decode step, n > 1 a batch (ggml's prefill arithmetic).
+	Attention(out, q, k, v Tensor, n int, kv KVView, a Attn)
 	// Softmax normalises each of the first n rows of x in place.
 	Softmax(x Tensor, n int)
 	// Argmax writes, for each of the first n rows of x, the index of its
@@ -122,6 +126,42 @@ type Backend interface {
 	Err() error
 	// Close releases every tensor and the device.
 	Close() error
+}
+
+// Attn is one attention call's geometry and options.
+type Attn struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32
+	// SoftCap, when > 0, turns a score s = q·k into SoftCap·tanh(s/SoftCap)
+	// before Scale applies (Gemma 2, as llama.cpp's graph does it: s times
+	// the float32 1/SoftCap, tanhf, times SoftCap).
+	SoftCap float32
+	// Window, when > 0, is a sliding window: a query at position p sees
+	// only cells at positions > p−Window (llama.cpp's n_swa rule).
+	Window int
+}
+
+// KVView says which cache cells each query row of an Attention call
+// attends to. Row i sees cell j ∈ [lo_i, hi_i) iff the cell's sequence set
+// holds the row's sequence, the cell's position is ≤ the row's, and, with a
+// Window, the row's position minus the cell's is < Window. The cells a row
+// does not see are llama.cpp's −∞ mask entries: they add nothing, but they
+// keep their place in the row's range [lo_i, hi_i), which is the view whose
+// lanes a backend's float sums follow (llama.cpp's K view starts at cell 0
+// and holds n_kv cells; give a row that range to reproduce its sums).
+type KVView struct {
+	// Rows is I32 [≥ n, 4]: per query row its position, its sequence id
+	// (0…63), and the cell range [lo, hi) it scans.
+	Rows Tensor
+	// Cells is I32 [≥ Hi, 3]: per cell its position and its sequence set as
+	// a 64-bit mask (low word, high word; bit s is sequence s); 0 = empty.
+	Cells Tensor
+	// Lo and Hi bound every row's range, Lo ≤ lo_i ≤ hi_i ≤ Hi ≤ cells of
+	// the caches and of Cells, so that a device backend sizes its launch
+	// without reading Rows back. A row outside them, or with a sequence id
+	// outside 0…63, is a recorded error (a device backend finds it on the
+	// device and reports it at Sync).
+	Lo, Hi int
 }
 
 // ErrShape is wrapped by errors about mismatched tensor shapes or types.

@@ -7,9 +7,8 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
-// The op kinds a ProfiledBackend reports. Several ops share a kind where
-// they are the same work at a different batch size (Attention and
-// AttentionGen) or the same data movement (Copy and CopySlice).
+// The op kinds a ProfiledBackend reports. Copy and CopySlice share a kind:
+// they are the same data movement.
 const (
 	OpMatMul    = "matmul"
 	OpAttention = "attention"
@@ -167,8 +166,8 @@ func (p *ProfiledBackend) RMSNorm(dst, x, w Tensor, n int, eps float32) {
 	p.timed(OpNorm, func() { p.inner.RMSNorm(dst, x, w, n, eps) })
 }
 
-func (p *ProfiledBackend) RoPE(x Tensor, n, heads, headDim, pos0 int, r Rope) {
-	p.timed(OpRoPE, func() { p.inner.RoPE(x, n, heads, headDim, pos0, r) })
+func (p *ProfiledBackend) RoPE(x Tensor, n, heads, headDim int, pos Tensor, r Rope) {
+	p.timed(OpRoPE, func() { p.inner.RoPE(x, n, heads, headDim, pos, r) })
 }
 
 func (p *ProfiledBackend) SiLUMul(dst, gate, up Tensor, n int) {
@@ -187,12 +186,8 @@ func (p *ProfiledBackend) CopySlice(dst Tensor, dstOff int, src Tensor, srcOff, 
 	p.timed(OpCopy, func() { p.inner.CopySlice(dst, dstOff, src, srcOff, count) })
 }
 
-func (p *ProfiledBackend) AttentionGen(out, q, k, v Tensor, kvLen, heads, kvHeads, headDim int, scale float32) {
-	p.timed(OpAttention, func() { p.inner.AttentionGen(out, q, k, v, kvLen, heads, kvHeads, headDim, scale) })
-}
-
-func (p *ProfiledBackend) Attention(out, q, k, v Tensor, n, pos0, heads, kvHeads, headDim int, scale float32) {
-	p.timed(OpAttention, func() { p.inner.Attention(out, q, k, v, n, pos0, heads, kvHeads, headDim, scale) })
+func (p *ProfiledBackend) Attention(out, q, k, v Tensor, n int, kv KVView, a Attn) {
+	p.timed(OpAttention, func() { p.inner.Attention(out, q, k, v, n, kv, a) })
 }
 
 func (p *ProfiledBackend) Softmax(x Tensor, n int) {

@@ -53,6 +53,10 @@ inline float seg_sum(local float* red, int lid, int lane, int S, float v) {
 // The status word lets kernels report bad input (which only the device sees,
 // such as token ids) without a read-back per op: the first report wins.
 #define STATUS_BAD_ID 1
+// An attention row's sequence id is outside 0…63 (detail: the row).
+#define STATUS_BAD_SEQ 2
+// An attention row's cell range is reversed or outside the view [Lo, Hi).
+#define STATUS_BAD_RANGE 3
 
 inline void report(volatile global int* status, int code, int detail) {
 	if (atomic_cmpxchg(&status[0], 0, code) == 0)

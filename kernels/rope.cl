@@ -1,5 +1,5 @@
 // rope rotates, in place, the first dims dimensions of every head of x
-// ([n, heads·headDim]) for tokens at positions pos0 … pos0+n-1, in ggml's
+// ([n, heads·headDim]), row i by the position pos[i], in ggml's
 // float arithmetic operation for operation (as the CPU backend does), so
 // that keys rounded into an f16 cache match llama.cpp's: pair j turns by
 // theta_j = pos·thetaScale^j, the power taken by j float multiplications,
@@ -24,12 +24,13 @@
 #define ROPE_SIN(t) sin(t)
 #endif
 
-kernel void rope(global float* x, int heads, int headDim, int dims, int pos0,
-		float thetaScale, global const float* freqs, int hasFreqs, int neox) {
+kernel void rope(global float* x, int heads, int headDim, int dims,
+		global const int* pos, float thetaScale, global const float* freqs,
+		int hasFreqs, int neox) {
 	int j = get_global_id(0), h = get_global_id(1), i = get_global_id(2);
 	if (j >= dims / 2)
 		return;
-	float theta = (float)(pos0 + i);
+	float theta = (float)pos[i];
 	for (int k = 0; k < j; k++)
 		theta *= thetaScale;
 	if (hasFreqs)

@@ -1,6 +1,7 @@
 package kvcache_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/glint-llm/glint/backend/cpu"
@@ -17,7 +18,7 @@ func TestAppendLayout(t *testing.T) {
 			b := cpu.New(1)
 			defer b.Close()
 			const layers, maxSeq, kvh, hd = 2, 5, 2, 3
-			c, err := kvcache.New(b, layers, maxSeq, kvh, hd, ct, ct)
+			c, err := kvcache.New(b, layers, maxSeq, 3, kvh, hd, ct, ct)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +110,61 @@ func TestTypes(t *testing.T) {
 	}
 	b := cpu.New(1)
 	defer b.Close()
-	if _, err := kvcache.New(b, 1, 4, 1, 8, dtype.Q8_0, dtype.F16); err == nil {
+	if _, err := kvcache.New(b, 1, 4, 1, 1, 8, dtype.Q8_0, dtype.F16); err == nil {
 		t.Error("New accepted a Q8_0 cache")
+	}
+}
+
+// Begin uploads a batch's rows and new cells: the view of one sequence,
+// row i at position Len+i seeing cells [0, Len+i+1), cell j at position j
+// of sequence 0, and View bounds every row by Len+n. Cells already stored
+// keep their entries; batches that do not fit are refused.
+func TestBeginView(t *testing.T) {
+	b := cpu.New(1)
+	defer b.Close()
+	const maxSeq, batch = 9, 4
+	c, err := kvcache.New(b, 1, maxSeq, batch, 1, 8, dtype.F16, dtype.F16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(b)
+	for _, n := range []int{3, 1, 4} {
+		start := c.Len()
+		if err := c.Begin(b, n); err != nil {
+			t.Fatal(err)
+		}
+		v := c.View()
+		if v.Lo != 0 || v.Hi != start+n {
+			t.Fatalf("after %d: view [%d, %d), want [0, %d)", start, v.Lo, v.Hi, start+n)
+		}
+		rows, cells := make([]int32, 4*n), make([]int32, 3*(start+n))
+		if err := b.ReadI32(v.Rows, 0, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReadI32(v.Cells, 0, cells); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			p := int32(start + i)
+			if got, want := rows[4*i:4*i+4], []int32{p, 0, 0, p + 1}; !slices.Equal(got, want) {
+				t.Errorf("after %d: row %d = %v, want %v", start, i, got, want)
+			}
+		}
+		for j := range start + n {
+			if got, want := cells[3*j:3*j+3], []int32{int32(j), 1, 0}; !slices.Equal(got, want) {
+				t.Errorf("after %d: cell %d = %v, want %v", start, j, got, want)
+			}
+		}
+		if err := c.Advance(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int{0, batch + 1, 2} { // 2: past the 9 cells after 8
+		if err := c.Begin(b, n); err == nil {
+			t.Errorf("Begin(%d) after %d of %d cells: no error", n, c.Len(), maxSeq)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
 	}
 }

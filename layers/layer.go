@@ -36,16 +36,10 @@ type State struct {
 	KV   *kvcache.Cache
 }
 
-// Forward runs layer il over n prompt tokens at positions pos0 … pos0+n-1,
-// updating the residual stream ws.X in place (causal attention).
-func (l *Layer) Forward(s *State, il, n, pos0 int) { l.forward(s, il, n, pos0) }
-
-// ForwardGen runs layer il for one generated token at position pos
-// (attention of one query over the cache).
-func (l *Layer) ForwardGen(s *State, il, pos int) { l.forward(s, il, 1, pos) }
-
-// forward is the Llama decoder block, step by step.
-func (l *Layer) forward(s *State, il, n, pos0 int) {
+// Forward runs layer il over the n tokens of the batch the cache has begun
+// (kvcache.Cache.Begin), at the positions in ws.Pos, updating the residual
+// stream ws.X in place.
+func (l *Layer) Forward(s *State, il, n int) {
 	b, c, ws := s.B, &s.C, s.WS
 	// 1. x̂ = RMSNorm(x)·g_attn
 	b.RMSNorm(ws.XNorm, ws.X, l.AttnNorm, n, c.RMSEps)
@@ -54,18 +48,15 @@ func (l *Layer) forward(s *State, il, n, pos0 int) {
 	b.MatMulTransposed(ws.K, ws.XNorm, l.Wk, n)
 	b.MatMulTransposed(ws.V, ws.XNorm, l.Wv, n)
 	// 3. rotate q and k by their positions
-	b.RoPE(ws.Q, n, c.NHead, c.HeadDim, pos0, s.Rope)
-	b.RoPE(ws.K, n, c.NHeadKV, c.HeadDim, pos0, s.Rope)
+	b.RoPE(ws.Q, n, c.NHead, c.HeadDim, ws.Pos, s.Rope)
+	b.RoPE(ws.K, n, c.NHeadKV, c.HeadDim, ws.Pos, s.Rope)
 	// 4. append k, v to the cache
 	s.KV.Store(b, il, ws.K, ws.V, n)
-	// 5. a = softmax(q·Kᵀ/√d + causal mask)·V
+	// 5. a = softmax(q·Kᵀ/√d + mask)·V over the cells each token sees
 	kc, vc := s.KV.Layer(il)
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	if n == 1 {
-		b.AttentionGen(ws.Att, ws.Q, kc, vc, pos0+1, c.NHead, c.NHeadKV, c.HeadDim, scale)
-	} else {
-		b.Attention(ws.Att, ws.Q, kc, vc, n, pos0, c.NHead, c.NHeadKV, c.HeadDim, scale)
-	}
+	attn := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
+	b.Attention(ws.Att, ws.Q, kc, vc, n, s.KV.View(), attn)
 	// 6. o = a·Woᵀ; 7. x = x + o
 	b.MatMulTransposed(ws.Out, ws.Att, l.Wo, n)
 	b.Add(ws.X, ws.X, ws.Out, n)

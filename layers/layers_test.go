@@ -177,8 +177,8 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 	}
 }
 
-// ForwardGen must not allocate: a token's whole path (id in, layers, head,
-// argmax out) runs on buffers made at load.
+// A decode step must not allocate: a token's whole path (id, position and
+// view in, layers, head, argmax out) runs on buffers made at load.
 func TestGenerateZeroAllocs(t *testing.T) {
 	m := openCPU(t, synthModel(t, "tiny", "Q4_0"), layers.Options{Context: 256})
 	if err := m.Eval([]int32{1, 2, 3}); err != nil {

@@ -25,9 +25,10 @@ type Model struct {
 
 	s       State
 	weights []backend.Tensor
-	// best is its own allocation: device backends hand it to C, and cgo
-	// forbids passing memory inside a struct that holds Go pointers.
-	best []int32
+	// best and pos are their own allocations: device backends hand them
+	// to C, and cgo forbids passing memory inside a struct that holds Go
+	// pointers. pos stages a batch's positions.
+	best, pos []int32
 }
 
 var _ engine.Model = (*Model)(nil)
@@ -97,7 +98,7 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		o.Batch = 512
 	}
 	o.Batch = min(o.Batch, o.Context)
-	m := &Model{Layers: make([]Layer, c.NLayer), best: make([]int32, 1)}
+	m := &Model{Layers: make([]Layer, c.NLayer), best: make([]int32, 1), pos: make([]int32, o.Batch)}
 	refs := m.tensorMap(c)
 
 	var total, done int64
@@ -148,7 +149,7 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		m.free(b)
 		return nil, err
 	}
-	kv, err := kvcache.New(b, c.NLayer, o.Context, c.NHeadKV, c.HeadDim, o.CacheK, o.CacheV)
+	kv, err := kvcache.New(b, c.NLayer, o.Context, o.Batch, c.NHeadKV, c.HeadDim, o.CacheK, o.CacheV)
 	if err != nil {
 		ws.Free(b)
 		m.free(b)
@@ -186,9 +187,9 @@ func (m *Model) Reset()       { m.s.KV.Reset() }
 // ErrContext is wrapped by Eval when the tokens do not fit in the cache.
 var ErrContext = errors.New("context size exceeded")
 
-// Eval runs tokens through the model: the embedding, every layer (a prompt
-// in chunks of the workspace batch, a single token through ForwardGen), then
-// the final norm and LM head for the last token only.
+// Eval runs tokens through the model: the embedding, every layer (in
+// batches of up to the workspace's size, at the positions that follow the
+// cache's), then the final norm and LM head for the last token only.
 func (m *Model) Eval(tokens []int32) error {
 	s, b, c := &m.s, m.s.B, &m.s.C
 	if len(tokens) == 0 {
@@ -208,14 +209,18 @@ func (m *Model) Eval(tokens []int32) error {
 		if err := b.WriteI32(s.WS.IDs, 0, tokens[start:start+n]); err != nil {
 			return err
 		}
+		for i := range n {
+			m.pos[i] = int32(s.KV.Len() + i)
+		}
+		if err := b.WriteI32(s.WS.Pos, 0, m.pos[:n]); err != nil {
+			return err
+		}
+		if err := s.KV.Begin(b, n); err != nil {
+			return fmt.Errorf("layers: %w", err)
+		}
 		b.Embedding(s.WS.X, m.TokEmbd, s.WS.IDs, n)
-		pos := s.KV.Len()
 		for il := range m.Layers {
-			if n == 1 {
-				m.Layers[il].ForwardGen(s, il, pos)
-			} else {
-				m.Layers[il].Forward(s, il, n, pos)
-			}
+			m.Layers[il].Forward(s, il, n)
 		}
 		if err := s.KV.Advance(n); err != nil {
 			return err

@@ -30,6 +30,7 @@ type LayerWorkspace struct {
 	Last   backend.Tensor // [1, embd] hidden state of the last token
 	Logits backend.Tensor // [1, vocab]
 	IDs    backend.Tensor // I32 [Batch] token ids in
+	Pos    backend.Tensor // I32 [Batch] their positions (RoPE)
 	Best   backend.Tensor // I32 [1] argmax out
 
 	all []backend.Tensor
@@ -59,6 +60,7 @@ func New(b backend.Backend, c model.Config, batch int) (*LayerWorkspace, error) 
 		{&w.Last, dtype.F32, []int{1, c.NEmbd}},
 		{&w.Logits, dtype.F32, []int{1, c.Vocab}},
 		{&w.IDs, dtype.I32, []int{batch}},
+		{&w.Pos, dtype.I32, []int{batch}},
 		{&w.Best, dtype.I32, []int{1}},
 	}
 	for _, buf := range bufs {

@@ -47,9 +47,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"Copy", testCopy},
 		{"CopySlice", testCopySlice},
 		{"CopySliceF16", testCopySliceF16},
-		{"AttentionGen", testAttentionGen},
 		{"Attention", testAttention},
 		{"AttentionF16", testAttentionF16},
+		{"AttentionViews", testAttentionViews},
 		{"Softmax", testSoftmax},
 		{"Argmax", testArgmax},
 	}
@@ -456,18 +456,21 @@ func f32Bytes(x []float32) []byte {
 
 func testRoPE(h *harness) {
 	type rc struct {
-		heads, headDim, dims, pos0 int
-		theta                      float32
-		freqs, neox                bool
+		heads, headDim, dims int
+		pos                  string // "pos0+i" from pos0, or "any": positions in any order
+		pos0                 int
+		theta                float32
+		freqs, neox          bool
 	}
 	var cases []rc
 	for _, neox := range []bool{false, true} {
 		for _, freqs := range []bool{false, true} {
 			cases = append(cases,
-				rc{4, 64, 64, 0, 500000, freqs, neox},
-				rc{3, 12, 8, 7, 10000, freqs, neox}, // partial rotation
-				rc{2, 10, 6, 1000, 10000, freqs, neox},
-				rc{5, 8, 8, 31, 10000, freqs, neox},
+				rc{4, 64, 64, "pos0+i", 0, 500000, freqs, neox},
+				rc{3, 12, 8, "pos0+i", 7, 10000, freqs, neox}, // partial rotation
+				rc{2, 10, 6, "pos0+i", 1000, 10000, freqs, neox},
+				rc{5, 8, 8, "pos0+i", 31, 10000, freqs, neox},
+				rc{4, 16, 16, "any", 0, 10000, freqs, neox},
 			)
 		}
 	}
@@ -484,18 +487,31 @@ func testRoPE(h *harness) {
 		r := backend.Rope{Dims: c.dims, Theta: c.theta, Freqs: ft, NeoX: c.neox}
 		for _, n := range []int{1, 3, 17} {
 			name := fmt.Sprintf("%+v n=%d", c, n)
+			// A batch mixes sequences (positions out of order, repeated)
+			// and a K-shift rotates by negative deltas.
+			pos := make([]int32, n+1)
+			for i := range pos {
+				pos[i] = int32(c.pos0 + i)
+				if c.pos == "any" {
+					pos[i] = int32(h.rng.IntN(3000) - 500)
+				}
+			}
+			if c.pos == "any" && n > 1 {
+				pos[1] = pos[0]
+			}
+			pt := h.i32(pos, n+1)
 			x := h.rand((n + 1) * cols)
 			xt := h.f32(x, n+1, cols)
-			h.be.RoPE(xt, n, c.heads, c.headDim, c.pos0, r)
+			h.be.RoPE(xt, n, c.heads, c.headDim, pt, r)
 			got := h.read(xt)
-			want := refRoPE(x[:n*cols], n, c.heads, c.headDim, c.pos0, c.dims, float64(c.theta), fv, c.neox)
+			want := refRoPE(x[:n*cols], n, c.heads, c.headDim, pos, c.dims, float64(c.theta), fv, c.neox)
 			// A float32 backend computes the angle pos·θ^(-2i/d) with a
 			// relative error of a few 2⁻²⁴, an absolute angle error of
-			// about pos·2⁻²², plus a few ulp in sin and cos; the element
+			// about |pos|·2⁻²², plus a few ulp in sin and cos; the element
 			// error scales with the pair's magnitude (≤ 2 here).
 			near(h.t, name, got[:n*cols], want, func(i int) float64 {
-				pos := float64(c.pos0 + i/cols)
-				return (4e-6 + pos*3e-7) * 2
+				p := math.Abs(float64(pos[i/cols]))
+				return (4e-6 + p*3e-7) * 2
 			})
 			exact(h.t, name+" row past n", got[n*cols:], x[n*cols:])
 			// Dimensions past Dims of each head must not move at all.
@@ -504,6 +520,8 @@ func testRoPE(h *harness) {
 					h.t.Fatalf("%s: unrotated element %d changed from %g to %g", name, i, x[i], got[i])
 				}
 			}
+			h.be.Free(pt)
+			h.be.Free(xt)
 		}
 	}
 }
@@ -608,13 +626,17 @@ func testCopySlice(h *harness) {
 	}
 }
 
-// fillCache returns a random [maxSeq, kvHeads, headDim] cache whose positions
-// from valid on hold large values, so that reading past the visible range
+// fillCache returns a random [cells, kvHeads, headDim] cache whose cells
+// outside seen hold large values, so that reading a cell a row must not see
 // shows up as a gross error.
-func (h *harness) fillCache(maxSeq, valid, kvCols int) []float32 {
-	c := h.rand(maxSeq * kvCols)
-	for i := valid * kvCols; i < len(c); i++ {
-		c[i] *= 100
+func (h *harness) fillCache(cells, kvCols int, seen func(j int) bool) []float32 {
+	c := h.rand(cells * kvCols)
+	for j := range cells {
+		if !seen(j) {
+			for i := j * kvCols; i < (j+1)*kvCols; i++ {
+				c[i] *= 100
+			}
+		}
 	}
 	return c
 }
@@ -622,63 +644,199 @@ func (h *harness) fillCache(maxSeq, valid, kvCols int) []float32 {
 // Attention tolerance: scores are float32 dot products (error ≲ 2⁻²⁴·√d·Σ|q·k|,
 // amplified through exp), and the output is a float32 weighted sum whose
 // error is relative to Σ_j p_j·|v_j|; 1e-5 of that covers both at the sizes
-// tested (kvLen ≤ 1000, headDim ≤ 64, |scores| ≲ 10).
+// tested (ranges ≤ 1000, headDim ≤ 64, |scores| ≲ 10).
 const attnTol = 1e-5
 
-func testAttentionGen(h *harness) {
-	for _, kvLen := range []int{1, 2, 33, 1000} {
-		for _, hk := range [][2]int{{4, 2}, {8, 1}} {
-			for _, hd := range []int{8, 64} {
-				heads, kvHeads := hk[0], hk[1]
-				name := fmt.Sprintf("kvLen %d heads %d/%d headDim %d", kvLen, heads, kvHeads, hd)
-				maxSeq := kvLen + 3
-				kvCols := kvHeads * hd
-				// q spans a wide range so some heads' softmax is peaked.
-				q := randF32(h.rng, heads*hd, -3, 3)
-				k := h.fillCache(maxSeq, kvLen, kvCols)
-				v := h.fillCache(maxSeq, kvLen, kvCols)
-				qt := h.f32(q, 1, heads*hd)
-				kt, vt := h.f32(k, maxSeq, kvHeads, hd), h.f32(v, maxSeq, kvHeads, hd)
-				out := h.f32(sentinel(heads*hd), 1, heads*hd)
-				scale := float32(1 / math.Sqrt(float64(hd)))
-				h.be.AttentionGen(out, qt, kt, vt, kvLen, heads, kvHeads, hd, scale)
-				got := h.read(out)
-				want, mag := refAttention(q, k, v, 1, heads, kvHeads, hd, scale, func(int) int { return kvLen })
-				near(h.t, name, got, want, func(i int) float64 { return attnTol * mag[i] })
-				for _, t := range []backend.Tensor{qt, kt, vt, out} {
-					h.be.Free(t)
-				}
+// attnCase is one attention call of the suite: a view (which cells each
+// query row sees), the geometry and options, and the cache types.
+type attnCase struct {
+	name               string
+	view               View
+	cells              int // cache size (≥ view.Hi)
+	heads, kvHeads, hd int
+	softCap            float32
+	window             int
+	kt, vt             dtype.Type
+}
+
+// run runs c against refAttention: random q (wide, so some heads' softmax is
+// peaked) and caches, each F32 or F16. Tolerance: attnTol as above, plus,
+// over an F16 V, one f16 rounding step of one probability (2⁻¹⁰·max_j
+// p_j·|v_j|), since the reference rounds its float64 probability and the
+// backend its float32 one. Rows that see no cell must be exactly zero, and
+// out's spare row must stay untouched.
+func (h *harness) runAttention(c attnCase) {
+	h.t.Helper()
+	n := c.view.N()
+	cols, kvCols := c.heads*c.hd, c.kvHeads*c.hd
+	visible := make([][]int, n)
+	seen := make([]bool, c.cells)
+	for i := range n {
+		for j := range c.view.Hi {
+			if c.view.Sees(i, j, c.window) {
+				visible[i] = append(visible[i], j)
+				seen[j] = true
+			}
+		}
+	}
+	q := randF32(h.rng, (n+1)*cols, -3, 3)
+	kt, k := h.halfCache(c.kt, h.fillCache(c.cells, kvCols, func(j int) bool { return seen[j] }), c.cells, c.kvHeads, c.hd)
+	vt, v := h.halfCache(c.vt, h.fillCache(c.cells, kvCols, func(j int) bool { return seen[j] }), c.cells, c.kvHeads, c.hd)
+	qt := h.f32(q, n+1, cols)
+	out := h.f32(sentinel((n+1)*cols), n+1, cols)
+	kv, err := c.view.Upload(h.be)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	a := backend.Attn{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
+		SoftCap: c.softCap, Window: c.window}
+	h.be.Attention(out, qt, kt, vt, n, kv, a)
+	got := h.read(out)
+	want, mag, big := refAttention(q, k, v, n, c.heads, c.kvHeads, c.hd, a.Scale, c.softCap,
+		func(i int) []int { return visible[i] }, c.kt == dtype.F16, c.vt == dtype.F16)
+	name := fmt.Sprintf("%s: n=%d heads %d/%d headDim %d K %v V %v", c.name, n, c.heads, c.kvHeads, c.hd, c.kt, c.vt)
+	near(h.t, name, got[:n*cols], want, func(i int) float64 {
+		tol := attnTol * mag[i]
+		if c.vt == dtype.F16 {
+			tol += 0x1p-10 * big[i]
+		}
+		return tol
+	})
+	exact(h.t, name+" row past n", got[n*cols:], sentinel(cols))
+	for _, t := range []backend.Tensor{qt, kt, vt, out, kv.Rows, kv.Cells} {
+		h.be.Free(t)
+	}
+}
+
+// testAttention is a single sequence, as kvcache lays it out (Causal): a
+// decode step over contexts within and across chunks, and causal batches
+// from the start and after a prefix.
+func testAttention(h *harness) {
+	type ac struct{ n, pos0, heads, kvHeads, headDim int }
+	cases := []ac{
+		{1, 0, 4, 2, 8}, {1, 1, 8, 1, 64}, {1, 32, 4, 2, 64}, {1, 999, 8, 1, 8}, {1, 999, 4, 2, 64},
+		{3, 0, 4, 2, 8}, {17, 0, 4, 2, 64}, {17, 0, 8, 1, 8},
+		{3, 9, 8, 1, 8}, {17, 40, 4, 2, 8}, {17, 3, 8, 1, 64},
+	}
+	for _, c := range cases {
+		h.runAttention(attnCase{name: "causal", view: Causal(c.n, c.pos0), cells: c.pos0 + c.n + 3,
+			heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, kt: dtype.F32, vt: dtype.F32})
+	}
+}
+
+// testAttentionF16 runs decode and causal batches over F16 caches (K, V, or
+// both).
+func testAttentionF16(h *harness) {
+	type ac struct{ n, pos0, heads, kvHeads, headDim int }
+	cases := []ac{{1, 0, 4, 2, 8}, {1, 32, 8, 1, 64}, {1, 699, 4, 2, 64}, {3, 0, 4, 2, 8}, {17, 5, 8, 1, 64}}
+	for _, kv := range [][2]dtype.Type{{dtype.F16, dtype.F16}, {dtype.F16, dtype.F32}, {dtype.F32, dtype.F16}} {
+		for _, c := range cases {
+			h.runAttention(attnCase{name: "causal", view: Causal(c.n, c.pos0), cells: c.pos0 + c.n + 3,
+				heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, kt: kv[0], vt: kv[1]})
+		}
+	}
+}
+
+// testAttentionViews is attention over caches that hold several sequences:
+// interleaved in one buffer (unified), in one region each, with holes,
+// cells shared by two sequences (mask bits below and above 32), cell
+// positions out of order, rows that see nothing, sliding windows and soft
+// capping; one decode row and batches, over every pair of cache types.
+func testAttentionViews(h *harness) {
+	type geo struct{ heads, kvHeads, hd int }
+	for _, vc := range attentionViews(h) {
+		for _, g := range []geo{{4, 2, 8}, {8, 1, 64}} {
+			for _, kv := range [][2]dtype.Type{{dtype.F32, dtype.F32}, {dtype.F16, dtype.F16}, {dtype.F16, dtype.F32}, {dtype.F32, dtype.F16}} {
+				c := vc
+				c.heads, c.kvHeads, c.hd, c.kt, c.vt = g.heads, g.kvHeads, g.hd, kv[0], kv[1]
+				h.runAttention(c)
 			}
 		}
 	}
 }
 
-func testAttention(h *harness) {
-	type ac struct{ n, pos0, heads, kvHeads, headDim int }
-	cases := []ac{
-		{1, 0, 4, 2, 8}, {3, 0, 4, 2, 8}, {17, 0, 4, 2, 64}, {17, 0, 8, 1, 8},
-		{1, 5, 4, 2, 64}, {3, 9, 8, 1, 8}, {17, 40, 4, 2, 8}, {17, 3, 8, 1, 64},
+// attentionViews builds the views of testAttentionViews.
+func attentionViews(h *harness) []attnCase {
+	var cases []attnCase
+	add := func(name string, v View, window int, softCap float32) {
+		cells := len(v.Cells) / 3
+		cases = append(cases, attnCase{name: name, view: v, cells: cells + 2, window: window, softCap: softCap})
 	}
-	for _, c := range cases {
-		name := fmt.Sprintf("%+v", c)
-		cols, kvCols := c.heads*c.headDim, c.kvHeads*c.headDim
-		// The cache holds the prefix (positions < pos0) and this batch's
-		// own keys; a row must not see the batch's later positions, and
-		// nothing past pos0+n.
-		maxSeq := c.pos0 + c.n + 4
-		q := randF32(h.rng, (c.n+1)*cols, -3, 3)
-		k := h.fillCache(maxSeq, c.pos0+c.n, kvCols)
-		v := h.fillCache(maxSeq, c.pos0+c.n, kvCols)
-		qt := h.f32(q, c.n+1, cols)
-		kt, vt := h.f32(k, maxSeq, c.kvHeads, c.headDim), h.f32(v, maxSeq, c.kvHeads, c.headDim)
-		out := h.f32(sentinel((c.n+1)*cols), c.n+1, cols)
-		scale := float32(1 / math.Sqrt(float64(c.headDim)))
-		h.be.Attention(out, qt, kt, vt, c.n, c.pos0, c.heads, c.kvHeads, c.headDim, scale)
-		got := h.read(out)
-		want, mag := refAttention(q, k, v, c.n, c.heads, c.kvHeads, c.headDim, scale, func(i int) int { return c.pos0 + i + 1 })
-		near(h.t, name, got[:c.n*cols], want, func(i int) float64 { return attnTol * mag[i] })
-		exact(h.t, name+" row past n", got[c.n*cols:], sentinel(cols))
+	row := func(pos, seq, lo, hi int) []int32 { return []int32{int32(pos), int32(seq), int32(lo), int32(hi)} }
+	cell := func(pos int, seqs ...int) []int32 {
+		var m uint64
+		for _, s := range seqs {
+			m |= 1 << s
+		}
+		return []int32{int32(pos), int32(uint32(m)), int32(uint32(m >> 32))}
 	}
+
+	// Unified: sequences 0, 3 and 40 interleaved cell by cell (cell j is
+	// sequence j%3's position j/3), 301 cells; a batch holds the last token
+	// of each and a few earlier ones, every row scanning all the cells.
+	seqs := []int{0, 3, 40}
+	var u View
+	for j := range 301 {
+		u.Cells = append(u.Cells, cell(j/3, seqs[j%3])...)
+	}
+	u.Hi = 301
+	for _, r := range [][2]int{{100, 0}, {99, 1}, {99, 2}, {50, 1}, {0, 2}} {
+		u.Rows = append(u.Rows, row(r[0], seqs[r[1]], 0, 301)...)
+	}
+	add("unified", u, 0, 0)
+	add("unified decode", View{Rows: u.Rows[4:8], Cells: u.Cells, Hi: 301}, 0, 0)
+
+	// Regions: sequence s in cells [40s, 40s+40), rows scanning their own
+	// region; region 1 has holes (empty cells) and out-of-order positions.
+	var r View
+	for s := range 3 {
+		perm := h.rng.Perm(40)
+		for j := range 40 {
+			p := j
+			if s == 1 {
+				p = perm[j]
+			}
+			c := cell(p, s)
+			if s == 1 && j%7 == 3 {
+				c = cell(0) // a hole
+			}
+			r.Cells = append(r.Cells, c...)
+		}
+	}
+	r.Lo, r.Hi = 40, 120
+	for _, q := range [][3]int{{39, 1, 0}, {20, 1, 0}, {39, 2, 0}, {5, 2, 0}, {0, 1, 0}} {
+		r.Rows = append(r.Rows, row(q[0], q[1], 40*q[1], 40*q[1]+40)...)
+	}
+	add("regions", r, 0, 0)
+	add("regions decode", View{Rows: r.Rows[:4], Cells: r.Cells, Lo: 40, Hi: 80}, 0, 0)
+
+	// Shared: a 20-cell prefix belongs to sequences 1 and 33 (bits in both
+	// mask words), then each continues in its own cells, alternating.
+	var sh View
+	for j := range 20 {
+		sh.Cells = append(sh.Cells, cell(j, 1, 33)...)
+	}
+	for j := range 30 {
+		sh.Cells = append(sh.Cells, cell(20+j/2, []int{1, 33}[j%2])...)
+	}
+	sh.Hi = 50
+	sh.Rows = append(sh.Rows, row(34, 1, 0, 50)...)
+	sh.Rows = append(sh.Rows, row(34, 33, 0, 50)...)
+	sh.Rows = append(sh.Rows, row(10, 33, 0, 50)...)
+	sh.Rows = append(sh.Rows, row(25, 2, 0, 50)...) // sequence 2 has no cells: zeros
+	sh.Rows = append(sh.Rows, row(5, 1, 30, 30)...) // an empty range: zeros
+	add("shared", sh, 0, 0)
+
+	// Sliding window and soft capping on one sequence, over a range that
+	// crosses a 256-cell chunk.
+	c := Causal(6, 294)
+	add("window 7", c, 7, 0)
+	add("window 1", c, 1, 0)
+	add("window decode", Causal(1, 299), 30, 0)
+	add("soft cap", c, 0, 2)
+	add("soft cap decode", Causal(1, 40), 0, 5)
+	add("soft cap and window", u, 9, 3)
+	return cases
 }
 
 func testSoftmax(h *harness) {
@@ -790,62 +948,15 @@ func testCopySliceF16(h *harness) {
 
 // halfCache puts c into a new cache of type dt (F32 or F16, through
 // CopySlice) and returns it with the values it holds.
-func (h *harness) halfCache(dt dtype.Type, c []float32, maxSeq, kvHeads, hd int) (backend.Tensor, []float32) {
+func (h *harness) halfCache(dt dtype.Type, c []float32, cells, kvHeads, hd int) (backend.Tensor, []float32) {
 	if dt == dtype.F32 {
-		return h.f32(c, maxSeq, kvHeads, hd), c
+		return h.f32(c, cells, kvHeads, hd), c
 	}
-	st := h.f32(c, maxSeq, kvHeads, hd)
-	t := h.alloc(dtype.F16, maxSeq, kvHeads, hd)
+	st := h.f32(c, cells, kvHeads, hd)
+	t := h.alloc(dtype.F16, cells, kvHeads, hd)
 	h.be.CopySlice(t, 0, st, 0, len(c))
 	h.be.Free(st)
 	held := make([]float32, len(c))
 	dtype.RoundActivations(dtype.F16, held, c)
 	return t, held
-}
-
-// testAttentionF16 runs decode and prefill attention over F16 caches (K,
-// V, or both) against the float64 reference with llama.cpp's rounding
-// points. Tolerance: attnTol as for F32 caches, plus, over an F16 V, one
-// f16 rounding step of one probability (2⁻¹⁰·max_j p_j·|v_j|), since the
-// reference rounds its float64 probability and the backend its float32 one.
-func testAttentionF16(h *harness) {
-	type ac struct{ n, pos0, kvLen, heads, kvHeads, headDim int }
-	cases := []ac{{1, 0, 1, 4, 2, 8}, {1, 0, 33, 8, 1, 64}, {1, 0, 700, 4, 2, 64}, {3, 0, 0, 4, 2, 8}, {17, 5, 0, 8, 1, 64}}
-	for _, kv := range [][2]dtype.Type{{dtype.F16, dtype.F16}, {dtype.F16, dtype.F32}, {dtype.F32, dtype.F16}} {
-		for _, c := range cases {
-			name := fmt.Sprintf("K %v V %v %+v", kv[0], kv[1], c)
-			cols, kvCols := c.heads*c.headDim, c.kvHeads*c.headDim
-			valid := c.kvLen
-			if c.kvLen == 0 {
-				valid = c.pos0 + c.n
-			}
-			maxSeq := valid + 3
-			q := randF32(h.rng, c.n*cols, -3, 3)
-			kt, k := h.halfCache(kv[0], h.fillCache(maxSeq, valid, kvCols), maxSeq, c.kvHeads, c.headDim)
-			vt, v := h.halfCache(kv[1], h.fillCache(maxSeq, valid, kvCols), maxSeq, c.kvHeads, c.headDim)
-			qt := h.f32(q, c.n, cols)
-			out := h.f32(sentinel(c.n*cols), c.n, cols)
-			scale := float32(1 / math.Sqrt(float64(c.headDim)))
-			visible := func(i int) int { return c.pos0 + i + 1 }
-			if c.kvLen > 0 {
-				h.be.AttentionGen(out, qt, kt, vt, c.kvLen, c.heads, c.kvHeads, c.headDim, scale)
-				visible = func(int) int { return c.kvLen }
-			} else {
-				h.be.Attention(out, qt, kt, vt, c.n, c.pos0, c.heads, c.kvHeads, c.headDim, scale)
-			}
-			got := h.read(out)
-			want, mag, big := refAttentionRounded(q, k, v, c.n, c.heads, c.kvHeads, c.headDim, scale, visible,
-				kv[0] == dtype.F16, kv[1] == dtype.F16)
-			near(h.t, name, got, want, func(i int) float64 {
-				tol := attnTol * mag[i]
-				if kv[1] == dtype.F16 {
-					tol += 0x1p-10 * big[i]
-				}
-				return tol
-			})
-			for _, t := range []backend.Tensor{qt, kt, vt, out} {
-				h.be.Free(t)
-			}
-		}
-	}
 }

@@ -100,8 +100,16 @@ func BenchOps(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 			e := newBenchEnv(b, newBackend)
 			freqs := e.weight(dtype.F32, f32Bytes(randF32(e.rng, benchHeadDim/2, 1, 8)), benchHeadDim/2)
 			x := e.f32(e.rand(n*benchDim), n, benchDim)
+			pos := make([]int32, n)
+			for i := range pos {
+				pos[i] = int32(100 + i)
+			}
+			pt := e.alloc(dtype.I32, n)
+			if err := e.be.WriteI32(pt, 0, pos); err != nil {
+				b.Fatal(err)
+			}
 			r := backend.Rope{Dims: benchHeadDim, Theta: 500000, Freqs: freqs}
-			e.loop(func() { e.be.RoPE(x, n, benchHeads, benchHeadDim, 100, r) })
+			e.loop(func() { e.be.RoPE(x, n, benchHeads, benchHeadDim, pt, r) })
 		})
 		b.Run(fmt.Sprintf("SiLUMul/n=%d", n), func(b *testing.B) {
 			e := newBenchEnv(b, newBackend)
@@ -138,29 +146,32 @@ func BenchOps(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 			pos = (pos + 1) % maxSeq
 		})
 	})
-	b.Run("AttentionGen/kvLen=512", func(b *testing.B) {
-		e := newBenchEnv(b, newBackend)
-		const kvLen, kvCols = 512, benchKVHeads * benchHeadDim
-		q := e.f32(e.rand(benchDim), 1, benchDim)
-		k := e.f32(e.rand(kvLen*kvCols), kvLen, benchKVHeads, benchHeadDim)
-		v := e.f32(e.rand(kvLen*kvCols), kvLen, benchKVHeads, benchHeadDim)
-		out := e.alloc(dtype.F32, 1, benchDim)
-		b.SetBytes(int64(2 * 4 * kvLen * kvCols))
-		e.loop(func() {
-			e.be.AttentionGen(out, q, k, v, kvLen, benchHeads, benchKVHeads, benchHeadDim, 0.125)
+	// Attention over a single sequence's cache (the causal view kvcache
+	// gives): a decode step and a prefill, over F32 and F16 caches.
+	for _, c := range []struct {
+		n, pos0 int
+		dt      dtype.Type
+	}{{1, 511, dtype.F32}, {1, 4095, dtype.F16}, {benchPrefill, 0, dtype.F32}, {benchPrefill, 0, dtype.F16}} {
+		name := fmt.Sprintf("Attention/n=%d/kvLen=%d/%v", c.n, c.pos0+c.n, c.dt)
+		b.Run(name, func(b *testing.B) {
+			e := newBenchEnv(b, newBackend)
+			const kvCols = benchKVHeads * benchHeadDim
+			cells := c.pos0 + c.n
+			q := e.f32(e.rand(c.n*benchDim), c.n, benchDim)
+			k, v := e.alloc(c.dt, cells, benchKVHeads, benchHeadDim), e.alloc(c.dt, cells, benchKVHeads, benchHeadDim)
+			src := e.f32(e.rand(cells*kvCols), cells, kvCols)
+			e.be.CopySlice(k, 0, src, 0, cells*kvCols)
+			e.be.CopySlice(v, 0, src, 0, cells*kvCols)
+			kv, err := Causal(c.n, c.pos0).Upload(e.be)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := e.alloc(dtype.F32, c.n, benchDim)
+			a := backend.Attn{Heads: benchHeads, KVHeads: benchKVHeads, HeadDim: benchHeadDim, Scale: 0.125}
+			b.SetBytes(int64(2 * c.dt.BlockBytes() * cells * kvCols))
+			e.loop(func() { e.be.Attention(out, q, k, v, c.n, kv, a) })
 		})
-	})
-	b.Run(fmt.Sprintf("Attention/n=%d", benchPrefill), func(b *testing.B) {
-		e := newBenchEnv(b, newBackend)
-		const n, kvCols = benchPrefill, benchKVHeads * benchHeadDim
-		q := e.f32(e.rand(n*benchDim), n, benchDim)
-		k := e.f32(e.rand(n*kvCols), n, benchKVHeads, benchHeadDim)
-		v := e.f32(e.rand(n*kvCols), n, benchKVHeads, benchHeadDim)
-		out := e.alloc(dtype.F32, n, benchDim)
-		e.loop(func() {
-			e.be.Attention(out, q, k, v, n, 0, benchHeads, benchKVHeads, benchHeadDim, 0.125)
-		})
-	})
+	}
 	b.Run("Softmax/vocab", func(b *testing.B) {
 		e := newBenchEnv(b, newBackend)
 		x := e.f32(randF32(e.rng, benchVocab, -10, 10), 1, benchVocab)

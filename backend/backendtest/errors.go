@@ -10,7 +10,8 @@ import (
 
 // testErrors gives each bad call a fresh backend and checks that it is
 // recorded as an error wrapping backend.ErrShape, without a panic, and that
-// the error stays (is sticky) through a later valid op.
+// the error stays (is sticky) through a later valid op. Sync reports it:
+// a device backend finds a bad row of an attention view only on the device.
 func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	// A small kit of well-formed tensors for the bad calls to misuse.
 	type kit struct {
@@ -22,6 +23,16 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		ids   backend.Tensor // I32 [3]
 		cache backend.Tensor // F32 [8, 2, 16]
 		q     backend.Tensor // F32 [3, 64] = 4 heads of 16
+		pos   backend.Tensor // I32 [3]
+		view  backend.KVView // 3 causal rows over 8 cells of sequence 0
+	}
+	attn := backend.Attn{Heads: 4, KVHeads: 2, HeadDim: 16, Scale: 0.25}
+	// badRow makes the view's row 1 hold r.
+	badRow := func(be backend.Backend, k *kit, r ...int32) backend.KVView {
+		if err := be.WriteI32(k.view.Rows, 4, r); err != nil {
+			t.Fatal(err)
+		}
+		return k.view
 	}
 	cases := []struct {
 		name string
@@ -42,12 +53,19 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"Embedding ids not I32", func(be backend.Backend, k *kit) { be.Embedding(k.x, k.w, k.y, 2) }},
 		{"RMSNorm weight size", func(be backend.Backend, k *kit) { be.RMSNorm(k.wide, k.wide, k.norm, 1, 1e-5) }},
 		{"RMSNorm negative n", func(be backend.Backend, k *kit) { be.RMSNorm(k.x, k.x, k.norm, -1, 1e-5) }},
-		{"RoPE odd dims", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, 0, backend.Rope{Dims: 7, Theta: 1e4}) }},
-		{"RoPE dims past head", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, 0, backend.Rope{Dims: 18, Theta: 1e4}) }},
-		{"RoPE heads", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 3, 16, 0, backend.Rope{Dims: 16, Theta: 1e4}) }},
-		{"RoPE freqs size", func(be backend.Backend, k *kit) {
-			be.RoPE(k.q, 1, 4, 16, 0, backend.Rope{Dims: 16, Theta: 1e4, Freqs: k.norm})
+		{"RoPE odd dims", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 7, Theta: 1e4}) }},
+		{"RoPE dims past head", func(be backend.Backend, k *kit) {
+			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 18, Theta: 1e4})
 		}},
+		{"RoPE heads", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 3, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4}) }},
+		{"RoPE freqs size", func(be backend.Backend, k *kit) {
+			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4, Freqs: k.norm})
+		}},
+		{"RoPE fewer positions than rows", func(be backend.Backend, k *kit) {
+			p, _ := be.Alloc(dtype.I32, 2)
+			be.RoPE(k.q, 3, 4, 16, p, backend.Rope{Dims: 16, Theta: 1e4})
+		}},
+		{"RoPE positions not I32", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, k.x, backend.Rope{Dims: 16, Theta: 1e4}) }},
 		{"SiLUMul cols", func(be backend.Backend, k *kit) { be.SiLUMul(k.x, k.wide, k.y, 1) }},
 		{"Add cols", func(be backend.Backend, k *kit) { be.Add(k.x, k.x, k.wide, 1) }},
 		{"Add n past rows", func(be backend.Backend, k *kit) { be.Add(k.x, k.x, k.y, 4) }},
@@ -56,17 +74,49 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"CopySlice past end", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 250, k.x, 0, 10) }},
 		{"CopySlice source past end", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 0, k.x, 190, 10) }},
 		{"CopySlice type", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 0, k.ids, 0, 1) }},
-		{"AttentionGen heads not multiple of kv heads", func(be backend.Backend, k *kit) {
-			be.AttentionGen(k.y, k.q, k.cache, k.cache, 2, 3, 2, 16, 0.25)
+		{"Attention heads not multiple of kv heads", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, k.view, backend.Attn{Heads: 3, KVHeads: 2, HeadDim: 16, Scale: 0.25})
 		}},
-		{"AttentionGen kvLen past cache", func(be backend.Backend, k *kit) {
-			be.AttentionGen(k.y, k.q, k.cache, k.cache, 9, 4, 2, 16, 0.25)
+		{"Attention head size", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, k.view, backend.Attn{Heads: 4, KVHeads: 2, HeadDim: 8, Scale: 0.25})
 		}},
-		{"AttentionGen head size", func(be backend.Backend, k *kit) {
-			be.AttentionGen(k.y, k.q, k.cache, k.cache, 2, 4, 2, 8, 0.25)
+		{"Attention negative window", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, k.view, backend.Attn{Heads: 4, KVHeads: 2, HeadDim: 16, Window: -1})
 		}},
-		{"Attention past cache", func(be backend.Backend, k *kit) {
-			be.Attention(k.y, k.q, k.cache, k.cache, 3, 6, 4, 2, 16, 0.25)
+		{"Attention negative soft cap", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, k.view, backend.Attn{Heads: 4, KVHeads: 2, HeadDim: 16, SoftCap: -30})
+		}},
+		{"Attention view past cache", func(be backend.Backend, k *kit) {
+			v := k.view
+			v.Hi = 9
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, v, attn)
+		}},
+		{"Attention view reversed", func(be backend.Backend, k *kit) {
+			v := k.view
+			v.Lo, v.Hi = 3, 2
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, v, attn)
+		}},
+		{"Attention rows not [n, 4]", func(be backend.Backend, k *kit) {
+			v := k.view
+			v.Rows = k.ids
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, v, attn)
+		}},
+		{"Attention cells not I32", func(be backend.Backend, k *kit) {
+			v := k.view
+			v.Cells = k.x
+			be.Attention(k.y, k.q, k.cache, k.cache, 1, v, attn)
+		}},
+		{"Attention row range past the view", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 3, badRow(be, k, 1, 0, 0, 4), attn)
+		}},
+		{"Attention row range reversed", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 3, badRow(be, k, 1, 0, 2, 1), attn)
+		}},
+		{"Attention row sequence 64", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 3, badRow(be, k, 1, 64, 0, 2), attn)
+		}},
+		{"Attention row negative sequence", func(be backend.Backend, k *kit) {
+			be.Attention(k.y, k.q, k.cache, k.cache, 3, badRow(be, k, 1, -1, 0, 2), attn)
 		}},
 		{"Softmax I32", func(be backend.Backend, k *kit) { be.Softmax(k.ids, 1) }},
 		{"Argmax dst not I32", func(be backend.Backend, k *kit) { be.Argmax(k.y, k.x, 1) }},
@@ -87,10 +137,15 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 				ids:   h.i32([]int32{0, 1, 2}, 3),
 				cache: h.f32(h.rand(8*2*16), 8, 2, 16),
 				q:     h.f32(h.rand(3*64), 3, 64),
+				pos:   h.i32([]int32{0, 1, 2}, 3),
+			}
+			var err error
+			if k.view, err = Causal(3, 0).Upload(h.be); err != nil {
+				t.Fatal(err)
 			}
 			h.sync()
 			tc.call(h.be, k)
-			err := h.be.Err()
+			err = h.be.Sync()
 			if !errors.Is(err, backend.ErrShape) {
 				t.Fatalf("Err() = %v, want an error wrapping backend.ErrShape", err)
 			}

@@ -145,15 +145,16 @@ func refRMSNorm(x, w []float32, n, cols int, eps float32) []float64 {
 	return out
 }
 
-// refRoPE rotates a copy of x as llama.cpp defines it: pair i turns by
-// pos·theta^(-2i/dims)/freqs[i]; NeoX pairs (i, i+dims/2), otherwise (2i, 2i+1).
-func refRoPE(x []float32, n, heads, headDim, pos0, dims int, theta float64, freqs []float32, neox bool) []float64 {
+// refRoPE rotates a copy of x as llama.cpp defines it: row t turns pair i
+// by pos[t]·theta^(-2i/dims)/freqs[i]; NeoX pairs (i, i+dims/2), otherwise
+// (2i, 2i+1).
+func refRoPE(x []float32, n, heads, headDim int, pos []int32, dims int, theta float64, freqs []float32, neox bool) []float64 {
 	out := make([]float64, len(x))
 	for i, v := range x {
 		out[i] = float64(v)
 	}
 	for t := range n {
-		pos := float64(pos0 + t)
+		p := float64(pos[t])
 		for h := range heads {
 			base := t*heads*headDim + h*headDim
 			for i := range dims / 2 {
@@ -165,7 +166,7 @@ func refRoPE(x []float32, n, heads, headDim, pos0, dims int, theta float64, freq
 				if neox {
 					a, b = base+i, base+i+dims/2
 				}
-				s, c := math.Sincos(pos * f)
+				s, c := math.Sincos(p * f)
 				x0, x1 := out[a], out[b]
 				out[a], out[b] = x0*c-x1*s, x0*s+x1*c
 			}
@@ -203,20 +204,16 @@ func refSoftmax(x []float32, n, cols int) []float64 {
 	return out
 }
 
-// refAttention computes rows of attention where row i (query q[i]) sees the
-// first visible(i) cache positions; caches are [maxSeq, kvHeads, headDim].
-// mag is Σ_j p_j·|v_j,d|, the scale of the weighted sum's rounding.
-func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale float32, visible func(i int) int) (want, mag []float64) {
-	want, mag, _ = refAttentionRounded(q, k, v, n, heads, kvHeads, headDim, scale, visible, false, false)
-	return want, mag
-}
-
-// refAttentionRounded is refAttention over caches whose K (halfK) or V
-// (halfV) is F16, with llama.cpp's rounding points: the query rounded to
-// f16 before its dot products with an F16 K, each probability rounded to
-// f16 before it weights an F16 V (k and v hold the f16 values already).
-// big is max_j p_j·|v_j,d|, the size of one probability rounding.
-func refAttentionRounded(q, k, v []float32, n, heads, kvHeads, headDim int, scale float32, visible func(i int) int, halfK, halfV bool) (want, mag, big []float64) {
+// refAttention computes rows of attention where row i (query q[i]) sees
+// the cache cells visible(i) lists; caches are [cells, kvHeads, headDim],
+// and softCap > 0 caps each score s = q·k to softCap·tanh(s/softCap) before
+// scale. With halfK or halfV, a K or V cache is F16 with llama.cpp's
+// rounding points: the query rounded to f16 before its dot products with an
+// F16 K, each probability rounded to f16 before it weights an F16 V (k and v
+// hold the f16 values already). mag is Σ_j p_j·|v_j,d|, the scale of the
+// weighted sum's rounding, and big max_j p_j·|v_j,d|, the size of one
+// probability rounding. A row that sees no cell gets zeros.
+func refAttention(q, k, v []float32, n, heads, kvHeads, headDim int, scale, softCap float32, visible func(i int) []int, halfK, halfV bool) (want, mag, big []float64) {
 	cols, kvCols := heads*headDim, kvHeads*headDim
 	want, mag, big = make([]float64, n*cols), make([]float64, n*cols), make([]float64, n*cols)
 	qr := q
@@ -225,34 +222,38 @@ func refAttentionRounded(q, k, v []float32, n, heads, kvHeads, headDim int, scal
 		dtype.RoundActivations(dtype.F16, qr, q)
 	}
 	for i := range n {
-		L := visible(i)
+		cells := visible(i)
 		for h := range heads {
 			kh := h / (heads / kvHeads)
-			s := make([]float64, L)
+			s := make([]float64, len(cells))
 			mx := math.Inf(-1)
-			for j := range L {
+			for jj, j := range cells {
 				var d float64
 				for c := range headDim {
 					d += float64(qr[i*cols+h*headDim+c]) * float64(k[j*kvCols+kh*headDim+c])
 				}
-				s[j] = d * float64(scale)
-				mx = math.Max(mx, s[j])
+				if softCap > 0 {
+					d = float64(softCap) * math.Tanh(d/float64(softCap))
+				}
+				s[jj] = d * float64(scale)
+				mx = math.Max(mx, s[jj])
 			}
 			var sum float64
-			for j := range s {
-				s[j] = math.Exp(s[j] - mx)
-				sum += s[j]
+			for jj := range s {
+				s[jj] = math.Exp(s[jj] - mx)
+				sum += s[jj]
 			}
-			for j := range s {
-				p := s[j] / sum
+			for jj, j := range cells {
+				p := s[jj] / sum
 				if halfV {
 					p = float64(dtype.F16ToF32(dtype.F32ToF16(float32(p))))
 				}
 				for c := range headDim {
 					vv := float64(v[j*kvCols+kh*headDim+c])
-					want[i*cols+h*headDim+c] += p * vv
-					mag[i*cols+h*headDim+c] += p * math.Abs(vv)
-					big[i*cols+h*headDim+c] = math.Max(big[i*cols+h*headDim+c], p*math.Abs(vv))
+					o := i*cols + h*headDim + c
+					want[o] += p * vv
+					mag[o] += p * math.Abs(vv)
+					big[o] = math.Max(big[o], p*math.Abs(vv))
 				}
 			}
 		}

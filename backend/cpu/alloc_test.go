@@ -48,18 +48,41 @@ func TestZeroAllocs(t *testing.T) {
 	if err := b.WriteF32(x, 0, make([]float32, batch*dim)); err != nil {
 		t.Fatal(err)
 	}
+	// The decode row's view and position are written each step, as
+	// kvcache does; the prefill's causal rows once.
+	full, err := backendtest.Causal(1, maxSeq-1).Upload(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill, err := backendtest.Causal(batch, 0).Upload(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill.Cells = full.Cells
+	posT := must(b.Alloc(dtype.I32, batch))
+	row := make([]int32, 4)
+	attn := backend.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: headDim, Scale: 0.125}
 	rope := backend.Rope{Dims: headDim, Theta: 10000, NeoX: true}
 	pos := 0
 	step := func() {
+		row[0], row[3] = int32(pos), int32(pos+1)
+		if err := b.WriteI32(full.Rows, 0, row); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteI32(posT, 0, row[:1]); err != nil {
+			t.Fatal(err)
+		}
 		b.Embedding(x, embd, ids, 1)
 		b.RMSNorm(y, x, norm, 1, 1e-5)
 		for _, w := range ws {
 			b.MatMulTransposed(x, y, w, 1)
 		}
-		b.RoPE(x, 1, heads, headDim, pos, rope)
+		b.RoPE(x, 1, heads, headDim, posT, rope)
 		b.CopySlice(kc, pos*kvCols, kv, 0, kvCols)
 		b.CopySlice(vc, pos*kvCols, kv, 0, kvCols)
-		b.AttentionGen(y, x, kc, vc, pos+1, heads, kvHeads, headDim, 0.125)
+		view := full
+		view.Hi = pos + 1
+		b.Attention(y, x, kc, vc, 1, view, attn)
 		b.Add(x, x, y, 1)
 		b.MatMulTransposed(g, x, up, 1)
 		b.MatMulTransposed(u, x, up, 1)
@@ -70,7 +93,7 @@ func TestZeroAllocs(t *testing.T) {
 		b.Argmax(ids, logits, 1)
 		// A small prefill exercises the tiled matmul and causal attention.
 		b.MatMulTransposed(y, x, ws[4], batch)
-		b.Attention(y, x, kc, vc, batch, 0, heads, kvHeads, headDim, 0.125)
+		b.Attention(y, x, kc, vc, batch, prefill, attn)
 		pos = (pos + 1) % (maxSeq - batch)
 	}
 	step() // grows scratch to the cache size

@@ -79,8 +79,12 @@ type scratch struct {
 	// float64 sums, for the portable attention.
 	row []float32
 	acc []float64
+	// runs holds the cells row runsRow of the attention in flight sees
+	// (visible).
+	runs    []int32
+	runsRow int
 	// pad keeps neighbouring threads' headers on different cache lines.
-	_ [40]byte
+	_ [24]byte
 }
 
 var _ backend.Backend = (*Backend)(nil)

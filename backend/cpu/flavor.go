@@ -105,64 +105,66 @@ func dotTiny(x, y []float32) float32 {
 	return reduce16(&s)
 }
 
-// attentionItems512 is attentionItems in ggml's AVX-512 arithmetic, for K
+// attentionHeads512 is attentionHeads in ggml's AVX-512 arithmetic, for K
 // and V caches both f16 or both f32 (ggml_mul_mat(k, q), ggml_soft_max_ext,
 // ggml_mul_mat(v, kq) without flash attention):
 //
-//   - llama.cpp's cache view holds nkv = max(32, roundup32(positions))
-//     cells, the ones past a row's L masked; the masked ones add nothing
+//   - llama.cpp's cache view holds nkv = max(32, roundup32(cells)) cells,
+//     those a row does not see masked; here a row's view is its range
+//     [lo, hi), so nkv = max(32, roundup32(hi−lo)), and a cell's place in
+//     it (its lane) is its offset from lo. The masked cells add nothing
 //     anywhere but decide where vec_dot's 64-element steps end;
 //   - scores: the query (rounded to f16 over an f16 K) dotted with each key,
 //     dotTiny in a prefill (heads whose size is a multiple of 16) and
-//     dotVec512 otherwise, then × scale;
-//   - softmax: exp(x−max) by expf512 in 16-element blocks, each block
-//     reduce16'd and added to a float64 sum; × float32(1/sum), then f16
-//     over an f16 V;
-//   - out[d] = the probabilities' dot with V's column d over the nkv
-//     cells, the same two dot products by the same rule.
-func (b *Backend) attentionItems512(t *task, id, lo, hi int) {
-	sc := &b.scratch[id]
+//     dotVec512 otherwise, then soft-capped and scaled (task.score);
+//   - softmax: exp(x−max) by expf512 in 16-element blocks of the view, each
+//     block reduce16'd and added to a float64 sum (a masked cell is −∞
+//     there, so its exp is 0, as llama.cpp's mask makes it); × float32(1/sum),
+//     then f16 over an f16 V;
+//   - out[d] = the probabilities' dot with V's column d over the view, the
+//     same two dot products by the same rule.
+func (b *Backend) attentionHeads512(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
 	if t.simd > simdOff && simdAttentionOK(t.headDim) {
-		simdAttention512(t, sc.scores, lo, hi)
+		simdAttention512(t, sc.scores, row, h0, h1, runs)
 		return
 	}
 	hd, kvCols := t.headDim, t.kvHeads*t.headDim
 	group := t.heads / t.kvHeads
 	half := t.kh != nil
 	qr, kr := sc.row[:hd], sc.row[hd:2*hd]
-	cells := t.kvLen
-	if cells == 0 {
-		cells = t.pos0 + t.n
-	}
-	nkv := max(32, (cells+31)&^31)
+	base, hi := int(t.rows[4*row+2]), int(t.rows[4*row+3])
+	nkv := max(32, (hi-base+31)&^31)
+	L := int(runs[len(runs)-1]) - base // the view up to the last cell seen
+	j0 := (int(runs[0]) - base) &^ 15  // the block of the first
+	s := sc.scores[:(L+15)&^15]
 	prefill := t.n > 1
-	for it := lo; it < hi; it++ {
-		row, h := it/t.heads, it%t.heads
-		L := t.kvLen
-		if L == 0 {
-			L = t.pos0 + row + 1
-		}
+	for h := h0; h < h1; h++ {
 		kvOff := h / group * hd
-		copy(qr, t.q[row*t.qStride+h*hd:row*t.qStride+(h+1)*hd])
+		qo := row*t.qStride + h*hd
+		copy(qr, t.q[qo:qo+hd])
 		if half {
 			dtype.RoundActivations(dtype.F16, qr, qr)
 		}
-		s := sc.scores[:(L+15)&^15]
+		masked(s, runs, base, j0)
 		mx := float32(math.Inf(-1))
-		for j := range L {
-			cacheRow(kr, t.kc, t.kh, j*kvCols+kvOff)
-			if prefill && hd%16 == 0 {
-				s[j] = dotTiny(kr, qr) * t.scale
-			} else {
-				s[j] = dotVec512(kr, qr, half) * t.scale
+		for r := 0; r < len(runs); r += 2 {
+			for j := int(runs[r]); j < int(runs[r+1]); j++ {
+				cacheRow(kr, t.kc, t.kh, j*kvCols+kvOff)
+				var x float32
+				if prefill && hd%16 == 0 {
+					x = t.score(dotTiny(kr, qr))
+				} else {
+					x = t.score(dotVec512(kr, qr, half))
+				}
+				s[j-base] = x
+				mx = max(mx, x)
 			}
-			mx = max(mx, s[j])
 		}
 		var sum float64
-		for j0 := 0; j0 < L; j0 += 16 {
-			blk := (*[16]float32)(s[j0:])
+		for b0 := j0; b0 < L; b0 += 16 {
+			blk := (*[16]float32)(s[b0:])
 			for l := range blk {
-				if j0+l < L {
+				if b0+l < L {
 					blk[l] = expf512(blk[l] - mx)
 				} else {
 					blk[l] = 0
@@ -171,23 +173,38 @@ func (b *Backend) attentionItems512(t *task, id, lo, hi int) {
 			sum += float64(reduce16(blk))
 		}
 		inv := float32(1 / sum)
-		for j := range s {
-			s[j] *= inv
+		p := s[j0:]
+		for j := range p {
+			p[j] *= inv
 		}
 		if half {
-			dtype.RoundActivations(dtype.F16, s, s)
+			dtype.RoundActivations(dtype.F16, p, p)
 		}
-		out := t.dst[row*t.qStride+h*hd : row*t.qStride+(h+1)*hd]
+		out := t.dst[qo : qo+hd]
 		for d := range out {
-			out[d] = vColumnDot(t, s[:L], kvOff+d, kvCols, nkv, prefill)
+			out[d] = vColumnDot(t, s, runs, base, kvOff+d, kvCols, nkv, prefill)
 		}
 	}
 }
 
-// vColumnDot is Σ_j p[j]·V[j][col] in ggml's order for a row of nkv cells
-// (p holds the unmasked ones): tinyBLAS's 16 lanes in a prefill,
-// vec_dot's 64-element steps and its tail in decode.
-func vColumnDot(t *task, p []float32, col, kvCols, nkv int, prefill bool) float32 {
+// masked sets the scores of the cells in [base+j0, last seen) that the row
+// does not see (those between and before runs) to −∞.
+func masked(s []float32, runs []int32, base, j0 int) {
+	inf := float32(math.Inf(-1))
+	from := j0
+	for r := 0; r < len(runs); r += 2 {
+		for j := from; j < int(runs[r])-base; j++ {
+			s[j] = inf
+		}
+		from = int(runs[r+1]) - base
+	}
+}
+
+// vColumnDot is Σ_j p[j]·V[j][col] in ggml's order over the cells of runs
+// (p indexed from base, the row's view): tinyBLAS's 16 lanes in a prefill,
+// vec_dot's 64-element steps up to nkv&^63 and its tail in decode. A
+// masked cell's product would be 0: it is left out.
+func vColumnDot(t *task, p []float32, runs []int32, base, col, kvCols, nkv int, prefill bool) float32 {
 	v := func(j int) float32 {
 		if t.vh != nil {
 			return f16Table[t.vh[j*kvCols+col]]
@@ -196,26 +213,35 @@ func vColumnDot(t *task, p []float32, col, kvCols, nkv int, prefill bool) float3
 	}
 	if prefill {
 		var s [16]float32
-		for j, pj := range p {
-			s[j%16] = fmaf(v(j), pj, s[j%16])
+		for r := 0; r < len(runs); r += 2 {
+			for j := int(runs[r]); j < int(runs[r+1]); j++ {
+				i := j - base
+				s[i%16] = fmaf(v(j), p[i], s[i%16])
+			}
 		}
 		return reduce16(&s)
 	}
-	np := min(nkv&^63, len(p))
+	np := nkv &^ 63
 	var s [4][16]float32
-	for j := range np {
-		s[j%64/16][j%16] = fmaf(v(j), p[j], s[j%64/16][j%16])
-	}
-	r := reduce16Fold(&s)
-	if t.vh == nil {
-		for j := np; j < len(p); j++ {
-			r = fmaf(v(j), p[j], r)
+	for r := 0; r < len(runs); r += 2 {
+		for j := int(runs[r]); j < min(int(runs[r+1]), base+np); j++ {
+			i := j - base
+			s[i%64/16][i%16] = fmaf(v(j), p[i], s[i%64/16][i%16])
 		}
-		return r
 	}
-	sum := float64(r)
-	for j := np; j < len(p); j++ {
-		sum += float64(v(j) * p[j])
+	res := reduce16Fold(&s)
+	sum := float64(res)
+	for r := 0; r < len(runs); r += 2 {
+		for j := max(int(runs[r]), base+np); j < int(runs[r+1]); j++ {
+			if t.vh == nil {
+				res = fmaf(v(j), p[j-base], res)
+			} else {
+				sum += float64(v(j) * p[j-base])
+			}
+		}
+	}
+	if t.vh == nil {
+		return res
 	}
 	return float32(sum)
 }

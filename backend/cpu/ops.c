@@ -119,15 +119,43 @@ INLINE A2 __m256 round_f16_8(__m256 x) {
 
 #define MAXG 4
 
+// score1 is a float64 dot product as a score, as task.score in
+// attention.go: rounded to float, soft-capped when softcap > 0 (× 1/cap,
+// tanhf, × cap, llama.cpp's graph), then scaled.
+static inline float score1(double dot, float scale, float softcap) {
+	float s = (float)dot;
+	if (softcap > 0) {
+		s = softcap * tanhf(s * (1.0f / softcap));
+	}
+	return s * scale;
+}
+
+// mask_gaps sets s[j] to −∞ for the cells in [base+j0, last b) that runs
+// (nruns pairs [a, b) of cell indices) leave out: their exp is then 0, as
+// for llama.cpp's masked cells.
+static inline void mask_gaps(float *s, const int32_t *runs, int nruns, int base, int j0) {
+	int from = j0;
+	for (int r = 0; r < nruns; r++) {
+		for (int j = from; j < runs[2 * r] - base; j++) {
+			s[j] = -INFINITY;
+		}
+		from = runs[2 * r + 1] - base;
+	}
+}
+
 // attn_group is attention for gb (≤ MAXG) query heads q (gb rows of hd,
 // consecutive) that share one kv head, whose rows (k, v) are kvCols
-// elements apart, over L positions; s holds gb·L floats. It computes what
-// attentionItems in attention.go computes, in the same order: scores as
+// elements apart, over the cells of runs (see glint_attention); s holds
+// gb·L floats, L the last cell seen less base. It computes what
+// attentionHeads in attention.go computes, in the same order: scores as
 // float64 dot products in four lanes, then the softmax with ggml's exp and
-// its sum in four float64 lanes, then normalised probabilities (rounded to
-// f16 for an F16 V) weighting V in float64, one accumulator per output.
+// its sum in four float64 lanes (a cell's lane is its offset from base;
+// the cells not seen are −∞, whose exp adds 0), then normalised
+// probabilities (rounded to f16 for an F16 V) weighting V in float64, one
+// accumulator per output, cell after cell.
 static A2 void attn_group(const float *q, const void *k, const void *v, int kf16, int vf16, float *out, float *s,
-                          int L, int kvCols, int hd, float scale, int gb) {
+                          const int32_t *runs, int nruns, int base, int kvCols, int hd, float scale, float softcap,
+                          int gb) {
 	float qr[MAXG][GLINT_ATTENTION_MAX_HEAD_DIM + 8];
 	for (int g = 0; g < gb; g++) {
 		for (int d = 0; d < hd; d += 8) {
@@ -136,32 +164,38 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 			_mm256_storeu_ps(qr[g] + d, kf16 ? round_f16_8(x) : x);
 		}
 	}
+	const int L = runs[2 * nruns - 1] - base, j0 = (runs[0] - base) & ~7;
+	for (int g = 0; g < gb; g++) {
+		mask_gaps(s + g * L, runs, nruns, base, j0);
+	}
 	const int ke = kf16 ? 2 : 4, ve = vf16 ? 2 : 4;
-	for (int j = 0; j < L; j++) {
-		const char *kj = (const char *)k + (size_t)j * kvCols * ke;
-		__m256d a[MAXG];
-		for (int g = 0; g < gb; g++) {
-			a[g] = _mm256_setzero_pd();
-		}
-		for (int d = 0; d < hd; d += 4) {
-			__m256d kd = load4(kj, kf16, d, hd);
+	for (int r = 0; r < nruns; r++) {
+		for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
+			const char *kj = (const char *)k + (size_t)j * kvCols * ke;
+			__m256d a[MAXG];
 			for (int g = 0; g < gb; g++) {
-				a[g] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(qr[g] + d)), kd, a[g]);
+				a[g] = _mm256_setzero_pd();
 			}
-		}
-		for (int g = 0; g < gb; g++) {
-			s[g * L + j] = (float)hsum4d(a[g]) * scale;
+			for (int d = 0; d < hd; d += 4) {
+				__m256d kd = load4(kj, kf16, d, hd);
+				for (int g = 0; g < gb; g++) {
+					a[g] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(qr[g] + d)), kd, a[g]);
+				}
+			}
+			for (int g = 0; g < gb; g++) {
+				s[g * L + j - base] = score1(hsum4d(a[g]), scale, softcap);
+			}
 		}
 	}
 	for (int g = 0; g < gb; g++) {
 		float *sg = s + g * L;
 		float m = -INFINITY;
-		for (int j = 0; j < L; j++) {
+		for (int j = j0; j < L; j++) {
 			m = sg[j] > m ? sg[j] : m;
 		}
 		__m256 mv = _mm256_set1_ps(m);
 		__m256d sum = _mm256_setzero_pd();
-		for (int j = 0; j < L; j += 8) {
+		for (int j = j0; j < L; j += 8) {
 			__m256i lm = lanes8(L - j >= 8 ? 0 : L - j);
 			__m256 e = _mm256_and_ps(expf8(_mm256_sub_ps(_mm256_maskload_ps(sg + j, lm), mv)), _mm256_castsi256_ps(lm));
 			_mm256_maskstore_ps(sg + j, lm, e);
@@ -169,7 +203,7 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 			sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
 		}
 		__m256 inv = _mm256_set1_ps((float)(1 / hsum4d(sum)));
-		for (int j = 0; j < L; j += 8) {
+		for (int j = j0; j < L; j += 8) {
 			__m256i lm = lanes8(L - j >= 8 ? 0 : L - j);
 			__m256 p = _mm256_mul_ps(_mm256_maskload_ps(sg + j, lm), inv);
 			_mm256_maskstore_ps(sg + j, lm, vf16 ? round_f16_8(p) : p);
@@ -180,13 +214,15 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 		for (int g = 0; g < gb; g++) {
 			a[g][0] = a[g][1] = _mm256_setzero_pd();
 		}
-		for (int j = 0; j < L; j++) {
-			const char *vj = (const char *)v + (size_t)j * kvCols * ve;
-			__m256d v0 = load4(vj, vf16, d, hd), v1 = load4(vj, vf16, d + 4, hd);
-			for (int g = 0; g < gb; g++) {
-				__m256d p = _mm256_set1_pd((double)s[g * L + j]);
-				a[g][0] = _mm256_fmadd_pd(p, v0, a[g][0]);
-				a[g][1] = _mm256_fmadd_pd(p, v1, a[g][1]);
+		for (int r = 0; r < nruns; r++) {
+			for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
+				const char *vj = (const char *)v + (size_t)j * kvCols * ve;
+				__m256d v0 = load4(vj, vf16, d, hd), v1 = load4(vj, vf16, d + 4, hd);
+				for (int g = 0; g < gb; g++) {
+					__m256d p = _mm256_set1_pd((double)s[g * L + j - base]);
+					a[g][0] = _mm256_fmadd_pd(p, v0, a[g][0]);
+					a[g][1] = _mm256_fmadd_pd(p, v1, a[g][1]);
+				}
 			}
 		}
 		__m256i m = lanes8(hd - d >= 8 ? 0 : hd - d);
@@ -198,25 +234,24 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 }
 
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
-                     float *scores, int heads, int kvHeads, int headDim, int stride, int pos0, int kvLen, float scale,
-                     int lo, int hi) {
+                     float *scores, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
+                     float scale, float softcap, int h0, int h1) {
 	(void)level;
-	if (headDim <= 0 || headDim > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0) {
+	if (headDim <= 0 || headDim > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0 || nruns <= 0) {
 		return; // the Go caller checks; this only guards the stack arrays
 	}
 	int group = heads / kvHeads, kvCols = kvHeads * headDim;
 	const int ke = kf16 ? 2 : 4, ve = vf16 ? 2 : 4;
-	for (int it = lo; it < hi;) {
-		int row = it / heads, h = it % heads, kvh = h / group;
-		int L = kvLen > 0 ? kvLen : pos0 + row + 1;
+	for (int h = h0; h < h1;) {
+		int kvh = h / group;
 		// Heads h… that share kv head kvh and are in this range.
 		int gb = (kvh + 1) * group - h;
-		gb = gb > hi - it ? hi - it : gb;
+		gb = gb > h1 - h ? h1 - h : gb;
 		gb = gb > MAXG ? MAXG : gb;
-		size_t qo = (size_t)row * stride + (size_t)h * headDim;
+		size_t qo = (size_t)h * headDim;
 		attn_group(q + qo, (const char *)k + (size_t)kvh * headDim * ke, (const char *)v + (size_t)kvh * headDim * ve,
-		           kf16, vf16, out + qo, scores, L, kvCols, headDim, scale, gb);
-		it += gb;
+		           kf16, vf16, out + qo, scores, runs, nruns, base, kvCols, headDim, scale, softcap, gb);
+		h += gb;
 	}
 }
 
@@ -317,81 +352,88 @@ INLINE A5 float dot_tiny(const void *k, int half, const float *q, int n) {
 	return _mm512_reduce_add_ps(s);
 }
 
-// glint_attention512 is attentionItems512 (flavor.go) for K and V caches
-// both f16 (half) or both f32: items lo…hi-1 (row·heads + head), n rows in
-// the batch (more than one is a prefill), scores scratch for roundup16(L)
-// floats.
+// glint_attention512 is attentionHeads512 (flavor.go) for K and V caches
+// both f16 (half) or both f32: heads h0…h1-1 of one row (q and out point at
+// it) over the cells of runs, the row's view starting at cell base and nkv
+// cells long; prefill is set in a batch of more than one row; scores
+// scratch for roundup16(last b − base) floats.
 A5 void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores,
-                           int heads, int kvHeads, int hd, int stride, int pos0, int kvLen, int n, float scale, int lo,
-                           int hi) {
-	if (hd <= 0 || hd > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0) {
+                           int heads, int kvHeads, int hd, const int32_t *runs, int nruns, int base, int nkv,
+                           int prefill, float scale, float softcap, int h0, int h1) {
+	if (hd <= 0 || hd > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0 || nruns <= 0) {
 		return;
 	}
 	int group = heads / kvHeads, kvCols = kvHeads * hd;
-	int cells = kvLen > 0 ? kvLen : pos0 + n;
-	int nkv = (cells + 31) & ~31;
-	nkv = nkv < 32 ? 32 : nkv;
-	int prefill = n > 1, tiny = prefill && hd % 16 == 0;
+	int tiny = prefill && hd % 16 == 0;
+	int L = runs[2 * nruns - 1] - base, j0 = (runs[0] - base) & ~15;
+	int np = nkv & ~63;
 	float qr[GLINT_ATTENTION_MAX_HEAD_DIM];
-	for (int it = lo; it < hi; it++) {
-		int row = it / heads, h = it % heads;
-		int L = kvLen > 0 ? kvLen : pos0 + row + 1;
+	for (int h = h0; h < h1; h++) {
 		size_t kvOff = (size_t)(h / group) * hd;
-		const float *qh = q + (size_t)row * stride + (size_t)h * hd;
+		const float *qh = q + (size_t)h * hd;
 		for (int d = 0; d < hd; d++) {
 			qr[d] = half ? _cvtsh_ss(_cvtss_sh(qh[d], _MM_FROUND_TO_NEAREST_INT)) : qh[d];
 		}
+		mask_gaps(scores, runs, nruns, base, j0);
 		float mx = -INFINITY;
-		for (int j = 0; j < L; j++) {
-			const char *kj = (const char *)k + ((size_t)j * kvCols + kvOff) * (half ? 2 : 4);
-			float sj = (tiny ? dot_tiny(kj, half, qr, hd) : dot_vec512(kj, half, qr, hd)) * scale;
-			scores[j] = sj;
-			mx = sj > mx ? sj : mx;
+		for (int r = 0; r < nruns; r++) {
+			for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
+				const char *kj = (const char *)k + ((size_t)j * kvCols + kvOff) * (half ? 2 : 4);
+				float dot = tiny ? dot_tiny(kj, half, qr, hd) : dot_vec512(kj, half, qr, hd);
+				float sj = score1(dot, scale, softcap);
+				scores[j - base] = sj;
+				mx = sj > mx ? sj : mx;
+			}
 		}
 		double sum = 0;
-		for (int j0 = 0; j0 < L; j0 += 16) {
-			__mmask16 m = L - j0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (L - j0)) - 1);
-			__m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j0), _mm512_set1_ps(mx)));
+		for (int b0 = j0; b0 < L; b0 += 16) {
+			__mmask16 m = L - b0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (L - b0)) - 1);
+			__m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + b0), _mm512_set1_ps(mx)));
 			e = _mm512_maskz_mov_ps(m, e);
-			_mm512_mask_storeu_ps(scores + j0, m, e);
+			_mm512_mask_storeu_ps(scores + b0, m, e);
 			sum += _mm512_reduce_add_ps(e);
 		}
 		float inv = (float)(1 / sum);
-		for (int j = 0; j < L; j++) {
+		for (int j = j0; j < L; j++) {
 			float p = scores[j] * inv;
 			scores[j] = half ? _cvtsh_ss(_cvtss_sh(p, _MM_FROUND_TO_NEAREST_INT)) : p;
 		}
-		float *o = out + (size_t)row * stride + (size_t)h * hd;
-		int np = nkv & ~63;
-		np = np < L ? np : L;
+		float *o = out + (size_t)h * hd;
 		for (int d = 0; d < hd; d++) {
 			size_t c = kvOff + d;
 			if (prefill) {
 				float s[16] = {0};
-				for (int j = 0; j < L; j++) {
-					s[j % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[j], s[j % 16]);
+				for (int r = 0; r < nruns; r++) {
+					for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
+						int i = j - base;
+						s[i % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[i], s[i % 16]);
+					}
 				}
 				o[d] = _mm512_reduce_add_ps(_mm512_loadu_ps(s));
 				continue;
 			}
 			float s[4][16] = {{0}};
-			for (int j = 0; j < np; j++) {
-				s[j % 64 / 16][j % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[j], s[j % 64 / 16][j % 16]);
+			for (int r = 0; r < nruns; r++) {
+				int end = runs[2 * r + 1] < base + np ? runs[2 * r + 1] : base + np;
+				for (int j = runs[2 * r]; j < end; j++) {
+					int i = j - base;
+					s[i % 64 / 16][i % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[i], s[i % 64 / 16][i % 16]);
+				}
 			}
 			__m512 a[4] = {_mm512_loadu_ps(s[0]), _mm512_loadu_ps(s[1]), _mm512_loadu_ps(s[2]), _mm512_loadu_ps(s[3])};
-			float r = fold_reduce(a);
-			if (!half) {
-				for (int j = np; j < L; j++) {
-					r = fma1(at1(v, 0, (size_t)j * kvCols + c), scores[j], r);
+			float res = fold_reduce(a);
+			double acc = res;
+			for (int r = 0; r < nruns; r++) {
+				int j = runs[2 * r] > base + np ? runs[2 * r] : base + np;
+				for (; j < runs[2 * r + 1]; j++) {
+					if (!half) {
+						res = fma1(at1(v, 0, (size_t)j * kvCols + c), scores[j - base], res);
+					} else {
+						acc += (double)(at1(v, 1, (size_t)j * kvCols + c) * scores[j - base]);
+					}
 				}
-				o[d] = r;
-				continue;
 			}
-			double acc = r;
-			for (int j = np; j < L; j++) {
-				acc += (double)(at1(v, 1, (size_t)j * kvCols + c) * scores[j]);
-			}
-			o[d] = (float)acc;
+			o[d] = half ? (float)acc : res;
 		}
 	}
 }

@@ -94,19 +94,20 @@ func rmsNormRows(t *task, lo, hi int) {
 }
 
 // RoPE implements backend.Backend, with llama.cpp's float32 arithmetic.
-func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.Rope) {
+func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tensor, r backend.Rope) {
 	const op = "RoPE"
 	if !b.ok(op) {
 		return
 	}
 	xt := b.tensor(op, "x", x, dtype.F32)
-	if xt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) {
+	pt := b.tensor(op, "pos", pos, dtype.I32)
+	if xt == nil || pt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) {
 		return
 	}
-	if heads <= 0 || headDim <= 0 || backend.Cols(xt) != heads*headDim || pos0 < 0 ||
+	if heads <= 0 || headDim <= 0 || backend.Cols(xt) != heads*headDim || len(pt.i32) < n ||
 		r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || !(r.Theta > 0) {
-		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, pos0 %d, rope dims %d theta %g",
-			xt.shape, heads, headDim, pos0, r.Dims, r.Theta))
+		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, %d positions for n = %d, rope dims %d theta %g",
+			xt.shape, heads, headDim, len(pt.i32), n, r.Dims, r.Theta))
 		return
 	}
 	half := r.Dims / 2
@@ -139,8 +140,8 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 	// them.
 	thetaScale := libmPow(r.Theta, float32(-2)/float32(r.Dims))
 	cols := heads * headDim
-	for tok := range n {
-		theta := float32(pos0 + tok)
+	for tok, p := range pt.i32[:n] {
+		theta := float32(p)
 		for i := range half {
 			t := theta
 			if freqs != nil {

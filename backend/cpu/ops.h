@@ -11,22 +11,26 @@ void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t 
 // handles (its query scratch is sized at compile time).
 #define GLINT_ATTENTION_MAX_HEAD_DIM 256
 
-// glint_attention computes the (row, head) items lo…hi-1 of attention, item
-// = row·heads + head: row r's query (q + r·stride) sees L = kvLen cache
-// positions, or pos0+r+1 when kvLen is 0 (causal prefill), of the K and V
-// caches (rows of kvHeads·headDim elements, F16 where kf16/vf16 is set,
-// else F32); head h reads kv head h/(heads/kvHeads). scores is scratch for
-// 4·L floats.
+// glint_attention computes query heads h0…h1-1 of one row of attention
+// (q and out point at the row) over the cells of runs: nruns pairs [a, b)
+// of cell indices, increasing, that the row sees; base is the start of the
+// row's range, from which a cell's lane in the float sums counts. The K and
+// V caches have rows of kvHeads·headDim elements, F16 where kf16/vf16 is
+// set, else F32; head h reads kv head h/(heads/kvHeads). A score is the
+// dot product rounded to float, soft-capped when softcap > 0, then scaled.
+// scores is scratch for 4·(last b − base) floats.
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
-                     float *scores, int heads, int kvHeads, int headDim, int stride, int pos0, int kvLen, float scale,
-                     int lo, int hi);
+                     float *scores, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
+                     float scale, float softcap, int h0, int h1);
 
 // The kernels of ggml's AVX-512 arithmetic (flavor.go), for hosts with
 // AVX-512 at every kernel level: glint_silu_mul512 is glint_silu_mul with
 // ggml's AVX-512 exp, elementwise; glint_attention512 is glint_attention over
-// K and V caches both f16 (half) or both f32, n the rows of the batch (more
-// than one is a prefill).
+// K and V caches both f16 (half) or both f32, with the row's view nkv cells
+// long (vec_dot's steps) and prefill set in a batch of more than one row;
+// scores holds roundup16(last b − base) floats.
 
 void glint_silu_mul512(const float *g, const float *u, float *d, size_t n);
 void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores, int heads,
-                        int kvHeads, int hd, int stride, int pos0, int kvLen, int n, float scale, int lo, int hi);
+                        int kvHeads, int hd, const int32_t *runs, int nruns, int base, int nkv, int prefill,
+                        float scale, float softcap, int h0, int h1);

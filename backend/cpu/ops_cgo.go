@@ -33,9 +33,9 @@ func simdAttentionOK(headDim int) bool {
 // scratch it needs is attnScoreRows times the longest row.
 const attnScoreRows = 4
 
-// simdAttention computes the (row, head) items lo…hi-1 of t with the C
-// kernel; scores holds attnScoreRows·L floats for the longest L.
-func simdAttention(t *task, scores []float32, lo, hi int) {
+// simdAttention computes heads h0…h1-1 of t's row over the cells of runs
+// with the C kernel; scores holds attnScoreRows times the row's range.
+func simdAttention(t *task, scores []float32, row, h0, h1 int, runs []int32) {
 	k, v := unsafe.Pointer(unsafe.SliceData(t.kc)), unsafe.Pointer(unsafe.SliceData(t.vc))
 	kf16, vf16 := 0, 0
 	if t.kh != nil {
@@ -44,10 +44,11 @@ func simdAttention(t *task, scores []float32, lo, hi int) {
 	if t.vh != nil {
 		v, vf16 = unsafe.Pointer(&t.vh[0]), 1
 	}
-	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[0])), k, v, C.int(kf16), C.int(vf16),
-		(*C.float)(unsafe.Pointer(&t.dst[0])), (*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads),
-		C.int(t.kvHeads), C.int(t.headDim), C.int(t.qStride), C.int(t.pos0), C.int(t.kvLen), C.float(t.scale),
-		C.int(lo), C.int(hi))
+	qo := row * t.qStride
+	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[qo])), k, v, C.int(kf16), C.int(vf16),
+		(*C.float)(unsafe.Pointer(&t.dst[qo])), (*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads),
+		C.int(t.kvHeads), C.int(t.headDim), (*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2),
+		C.int(t.rows[4*row+2]), C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
 
 // simdSiLUMul512 is siluMul512's expf512 part (every element of d) in C.
@@ -60,20 +61,31 @@ func simdSiLUMul512(d, g, u []float32) {
 		(*C.float)(unsafe.Pointer(&d[0])), C.size_t(len(d)))
 }
 
-// simdAttention512 is attentionItems512 in C.
-func simdAttention512(t *task, scores []float32, lo, hi int) {
+// simdAttention512 is attentionHeads512 in C.
+func simdAttention512(t *task, scores []float32, row, h0, h1 int, runs []int32) {
 	k, v := unsafe.Pointer(unsafe.SliceData(t.kc)), unsafe.Pointer(unsafe.SliceData(t.vc))
 	half := 0
 	if t.kh != nil {
 		k, v, half = unsafe.Pointer(&t.kh[0]), unsafe.Pointer(&t.vh[0]), 1
 	}
-	C.glint_attention512((*C.float)(unsafe.Pointer(&t.q[0])), k, v, C.int(half), (*C.float)(unsafe.Pointer(&t.dst[0])),
-		(*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads), C.int(t.kvHeads), C.int(t.headDim), C.int(t.qStride),
-		C.int(t.pos0), C.int(t.kvLen), C.int(t.n), C.float(t.scale), C.int(lo), C.int(hi))
+	prefill := 0
+	if t.n > 1 {
+		prefill = 1
+	}
+	base, hi := int(t.rows[4*row+2]), int(t.rows[4*row+3])
+	nkv := max(32, (hi-base+31)&^31)
+	qo := row * t.qStride
+	C.glint_attention512((*C.float)(unsafe.Pointer(&t.q[qo])), k, v, C.int(half), (*C.float)(unsafe.Pointer(&t.dst[qo])),
+		(*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads), C.int(t.kvHeads), C.int(t.headDim),
+		(*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2), C.int(base), C.int(nkv), C.int(prefill),
+		C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
 
 // libmPow is the C library's powf.
 func libmPow(x, y float32) float32 { return float32(C.powf(C.float(x), C.float(y))) }
+
+// libmTanh is the C library's tanhf, which ggml_vec_tanh_f32 calls.
+func libmTanh(x float32) float32 { return float32(C.tanhf(C.float(x))) }
 
 // libmCosSin is the C library's cosf and sinf of x.
 func libmCosSin(x float32) (float32, float32) {

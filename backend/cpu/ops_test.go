@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/dtype"
 )
 
@@ -161,9 +162,12 @@ func runSiLUMul(t *testing.T, l simdLevel, g, u []float32) []float32 {
 // requires every level's bits to equal the portable path's. Head sizes
 // cover a masked last register (24, 40, 36), the largest the C kernel
 // holds (256) and one past it (264: the Go loop runs), with groups of 1, 3
-// and 8 query heads per kv head. Items are handed over in chunks of 5 that
-// cut through groups, as the pool never does at a SIMD level but may at
-// another grain.
+// and 8 query heads per kv head. Besides one sequence (the causal view
+// kvcache gives) the views hold several sequences interleaved, in regions
+// with holes and shuffled positions, shared cells, sliding windows, soft
+// capping and rows that see nothing. Items are handed over in chunks of 5
+// that cut through groups and rows, as the pool never does at a SIMD
+// level but may at another grain.
 //
 // Tolerance 1e-5·Σ_j p_j·|v_j|: float32 scores (error ≲ 2⁻²⁴·√d·Σ|q·k|,
 // through exp); over an F16 V the reference rounds its float64 p to f16
@@ -173,15 +177,30 @@ func TestAttentionSIMD(t *testing.T) { eachFlavor(t, testAttentionSIMD) }
 
 func testAttentionSIMD(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	type ac struct{ n, pos0, kvLen, heads, kvHeads, headDim int }
+	type ac struct {
+		name                    string
+		view                    backendtest.View
+		heads, kvHeads, headDim int
+		window                  int
+		softCap                 float32
+	}
 	cases := []ac{
-		{1, 0, 300, 8, 1, 64}, {1, 0, 17, 6, 2, 24}, {1, 0, 1, 5, 5, 40},
-		{9, 0, 0, 6, 2, 64}, {7, 5, 0, 4, 4, 24}, {5, 30, 0, 8, 1, 40},
-		{3, 2, 0, 4, 2, 256}, {3, 2, 0, 4, 2, 264}, {2, 0, 0, 2, 1, 8}, {4, 3, 0, 6, 2, 36},
+		{"decode", backendtest.Causal(1, 299), 8, 1, 64, 0, 0}, {"decode", backendtest.Causal(1, 16), 6, 2, 24, 0, 0},
+		{"decode", backendtest.Causal(1, 0), 5, 5, 40, 0, 0},
+		{"prefill", backendtest.Causal(9, 0), 6, 2, 64, 0, 0}, {"prefill", backendtest.Causal(7, 5), 4, 4, 24, 0, 0},
+		{"prefill", backendtest.Causal(5, 30), 8, 1, 40, 0, 0}, {"prefill", backendtest.Causal(3, 2), 4, 2, 256, 0, 0},
+		{"prefill", backendtest.Causal(3, 2), 4, 2, 264, 0, 0}, {"prefill", backendtest.Causal(2, 0), 2, 1, 8, 0, 0},
+		{"prefill", backendtest.Causal(4, 3), 6, 2, 36, 0, 0},
+		{"window", backendtest.Causal(6, 60), 6, 2, 64, 17, 0}, {"window decode", backendtest.Causal(1, 90), 6, 2, 24, 33, 0},
+		{"soft cap", backendtest.Causal(5, 40), 6, 2, 64, 0, 3}, {"soft cap decode", backendtest.Causal(1, 90), 8, 1, 40, 0, 2},
+	}
+	for _, v := range mixedViews(rng) {
+		cases = append(cases, ac{"mixed", v, 6, 2, 24, 0, 0}, ac{"mixed", v, 8, 1, 64, 5, 0}, ac{"mixed", v, 4, 2, 40, 0, 4})
 	}
 	for _, c := range cases {
+		n := c.view.N()
+		cells := len(c.view.Cells) / 3
 		cols, kvCols := c.heads*c.headDim, c.kvHeads*c.headDim
-		maxSeq := max(c.kvLen, c.pos0+c.n) + 2
 		rnd := func(n int, a float32) []float32 {
 			x := make([]float32, n)
 			for i := range x {
@@ -189,8 +208,16 @@ func testAttentionSIMD(t *testing.T) {
 			}
 			return x
 		}
-		q, k, v := rnd(c.n*cols, 3), rnd(maxSeq*kvCols, 1), rnd(maxSeq*kvCols, 1)
+		q, k, v := rnd(n*cols, 3), rnd(cells*kvCols, 1), rnd(cells*kvCols, 1)
 		scale := float32(1 / math.Sqrt(float64(c.headDim)))
+		visible := make([][]int, n)
+		for i := range n {
+			for j := range c.view.Hi {
+				if c.view.Sees(i, j, c.window) {
+					visible[i] = append(visible[i], j)
+				}
+			}
+		}
 		for _, half := range []struct{ k, v bool }{{false, false}, {true, true}, {false, true}, {true, false}} {
 			var kh, vh []uint16
 			kr, vr := k, v
@@ -205,21 +232,24 @@ func testAttentionSIMD(t *testing.T) {
 				qr = append([]float32(nil), q...)
 				dtype.RoundActivations(dtype.F16, qr, qr)
 			}
-			want, mag, big := refAttentionF64(qr, kr, vr, c.n, c.pos0, c.kvLen, c.heads, c.kvHeads, c.headDim, scale, half.v)
+			want, mag, big := refAttentionF64(qr, kr, vr, n, visible, c.heads, c.kvHeads, c.headDim, scale, c.softCap, half.v)
 			var ref []float32
 			for _, l := range simdLevels() {
-				name := fmt.Sprintf("%v/%+v/f16 k %v v %v", l, c, half.k, half.v)
+				name := fmt.Sprintf("%v/%s n=%d %d/%d heads of %d window %d cap %g/f16 k %v v %v", l, c.name, n,
+					c.heads, c.kvHeads, c.headDim, c.window, c.softCap, half.k, half.v)
 				b := newAt(1, l)
-				out := make([]float32, c.n*cols)
+				out := make([]float32, n*cols)
 				simd, rows := simdOff, 1
 				if l > simdOff && simdAttentionOK(c.headDim) {
 					simd, rows = l, attnScoreRows
 				}
-				b.scratch[0].scores = make([]float32, rows*(maxSeq+15))
-				b.scratch[0].row, b.scratch[0].acc = make([]float32, 2*c.headDim), make([]float64, c.headDim)
-				tk := task{kind: kAttention, total: c.n * c.heads, dst: out, q: q, n: c.n,
-					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, pos0: c.pos0,
-					kvLen: c.kvLen, scale: scale, simd: simd}
+				sc := &b.scratch[0]
+				sc.scores = make([]float32, rows*(cells+15))
+				sc.runs, sc.runsRow = make([]int32, 0, cells+2), -1
+				sc.row, sc.acc = make([]float32, 2*c.headDim), make([]float64, c.headDim)
+				tk := task{kind: kAttention, total: n * c.heads, dst: out, q: q, n: n,
+					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, rows: c.view.Rows,
+					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd}
 				if half.k {
 					tk.kh = kh
 				} else {
@@ -262,6 +292,65 @@ func testAttentionSIMD(t *testing.T) {
 	}
 }
 
+// mixedViews are views of caches holding several sequences: three
+// interleaved cell by cell (unified), each row scanning all of them; one
+// region per sequence with holes and shuffled positions, rows scanning
+// their own; a prefix shared by sequences 2 and 45; rows that see nothing.
+// Each is a batch and, from its first row, a decode step.
+func mixedViews(rng *rand.Rand) []backendtest.View {
+	cell := func(v *backendtest.View, pos int, seqs ...int) {
+		var m uint64
+		for _, s := range seqs {
+			m |= 1 << s
+		}
+		v.Cells = append(v.Cells, int32(pos), int32(uint32(m)), int32(uint32(m>>32)))
+	}
+	row := func(v *backendtest.View, pos, seq, lo, hi int) {
+		v.Rows = append(v.Rows, int32(pos), int32(seq), int32(lo), int32(hi))
+	}
+	var u, r, s backendtest.View
+	for j := range 131 {
+		cell(&u, j/3, []int{0, 7, 39}[j%3])
+	}
+	u.Hi = 131
+	row(&u, 43, 7, 0, 131)
+	row(&u, 43, 0, 0, 131)
+	row(&u, 20, 39, 0, 131)
+	row(&u, 3, 7, 0, 131)
+	for q := range 2 {
+		perm := rng.Perm(50)
+		for j := range 50 {
+			if j%9 == 4 {
+				cell(&r, 0) // a hole
+				continue
+			}
+			cell(&r, perm[j], q)
+		}
+	}
+	r.Hi = 100
+	row(&r, 49, 1, 50, 100)
+	row(&r, 25, 0, 0, 50)
+	row(&r, 10, 1, 50, 100)
+	row(&r, 49, 2, 0, 100) // no cell of sequence 2
+	for j := range 70 {
+		if j < 30 {
+			cell(&s, j, 2, 45)
+		} else {
+			cell(&s, 30+(j-30)/2, []int{2, 45}[j%2])
+		}
+	}
+	s.Hi = 70
+	row(&s, 49, 45, 0, 70)
+	row(&s, 49, 2, 0, 70)
+	row(&s, 12, 45, 10, 70)
+	row(&s, 5, 2, 20, 20) // an empty range
+	var out []backendtest.View
+	for _, v := range []backendtest.View{u, r, s} {
+		out = append(out, v, backendtest.View{Rows: v.Rows[:4], Cells: v.Cells, Lo: v.Lo, Hi: v.Hi})
+	}
+	return out
+}
+
 // toHalf rounds x to f16, returning the halves and their float32 values.
 func toHalf(x []float32) ([]uint16, []float32) {
 	h, r := make([]uint16, len(x)), make([]float32, len(x))
@@ -272,28 +361,28 @@ func toHalf(x []float32) ([]uint16, []float32) {
 	return h, r
 }
 
-// refAttentionF64 is attention in float64: row r sees kvLen positions, or
-// pos0+r+1 when kvLen is 0; roundP rounds each probability to f16 before it
-// weights V. mag is Σ_j p_j·|v_j| per output, big max_j p_j·|v_j|.
-func refAttentionF64(q, k, v []float32, n, pos0, kvLen, heads, kvHeads, hd int, scale float32, roundP bool) (want, mag, big []float64) {
+// refAttentionF64 is attention in float64: row r sees the cells
+// visible[r] (zeros where none), a score capped to softCap·tanh(s/softCap)
+// when softCap > 0 before scale; roundP rounds each probability to f16
+// before it weights V. mag is Σ_j p_j·|v_j| per output, big max_j p_j·|v_j|.
+func refAttentionF64(q, k, v []float32, n int, visible [][]int, heads, kvHeads, hd int, scale, softCap float32, roundP bool) (want, mag, big []float64) {
 	cols, kvCols, group := heads*hd, kvHeads*hd, heads/kvHeads
 	want, mag, big = make([]float64, n*cols), make([]float64, n*cols), make([]float64, n*cols)
 	for r := range n {
-		L := kvLen
-		if L == 0 {
-			L = pos0 + r + 1
-		}
 		for h := range heads {
 			qh := q[r*cols+h*hd : r*cols+(h+1)*hd]
 			off := h / group * hd
-			s := make([]float64, L)
+			s := make([]float64, len(visible[r]))
 			mx := math.Inf(-1)
-			for j := range L {
+			for jj, j := range visible[r] {
 				for d, x := range qh {
-					s[j] += float64(x) * float64(k[j*kvCols+off+d])
+					s[jj] += float64(x) * float64(k[j*kvCols+off+d])
 				}
-				s[j] *= float64(scale)
-				mx = max(mx, s[j])
+				if softCap > 0 {
+					s[jj] = float64(softCap) * math.Tanh(s[jj]/float64(softCap))
+				}
+				s[jj] *= float64(scale)
+				mx = max(mx, s[jj])
 			}
 			var sum float64
 			for j := range s {
@@ -306,7 +395,8 @@ func refAttentionF64(q, k, v []float32, n, pos0, kvLen, heads, kvHeads, hd int, 
 					s[j] = float64(dtype.F16ToF32(dtype.F32ToF16(float32(s[j]))))
 				}
 			}
-			for j, p := range s {
+			for jj, j := range visible[r] {
+				p := s[jj]
 				for d := range hd {
 					x := float64(v[j*kvCols+off+d])
 					o := r*cols + h*hd + d

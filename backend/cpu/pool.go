@@ -46,12 +46,14 @@ type task struct {
 	n, k, m   int        // tokens, inner size (row length), outer size (rows of w)
 	eps       float32
 
-	// Attention: query rows start at position pos0; kvLen > 0 is decode.
+	// Attention: the view's rows ([n, 4]) and cells ([cells, 3]) as in
+	// backend.KVView, and the options of backend.Attn.
 	q, kc, vc                        []float32
 	kh, vh                           []uint16 // F16 caches (kc, vc are then nil)
 	heads, kvHeads, headDim, qStride int
-	pos0, kvLen                      int
-	scale                            float32
+	rows, cells                      []int32
+	window                           int
+	scale, softCap                   float32
 }
 
 // pool runs a task on the caller plus threads-1 persistent goroutines. A

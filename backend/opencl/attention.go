@@ -3,6 +3,7 @@ package opencl
 import (
 	"fmt"
 
+	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/dtype"
 )
 
@@ -26,25 +27,26 @@ func (b *Backend) setAttnLocal(k *kern, i, headDim int) {
 	b.argLocal(k, i+3, 4*L)
 }
 
-// attnPartitions is how many work-groups per head a decode step over kvLen
-// positions uses. One (the single-pass kernel) unless the heads alone leave
-// the device short of work-groups — about four per compute unit keeps each
-// busy — and the context is long enough that a partition still spans a
-// whole chunk. Prefill rows (n > 1) already give heads·n groups.
-func (b *Backend) attnPartitions(n, kvLen, heads int) int {
-	if n != 1 {
+// attnPartitions is how many work-groups per head a decode step over a
+// view of span cells uses. One (the single-pass kernel) unless the heads
+// alone leave the device short of work-groups — about four per compute
+// unit keeps each busy — and the view is long enough that a partition
+// still spans a whole chunk. Prefill rows (n > 1) already give heads·n
+// groups.
+func (b *Backend) attnPartitions(n, span, heads int) int {
+	if n != 1 || span < 1 {
 		return 1
 	}
-	most := (kvLen + attChunk - 1) / attChunk
+	most := (span + attChunk - 1) / attChunk
 	if b.attnParts > 0 {
-		return min(b.attnParts, kvLen)
+		return min(b.attnParts, span)
 	}
 	want := (4*b.info.ComputeUnits + heads - 1) / heads
 	return max(1, min(want, most))
 }
 
 // kvIndex is a cache's index into the attention kernel tables: 0 for F32,
-// 1 for F16 (attend has checked that it is one of the two).
+// 1 for F16 (Attention has checked that it is one of the two).
 func kvIndex(c *tensor) int {
 	if c.dt == dtype.F16 {
 		return 1
@@ -52,17 +54,57 @@ func kvIndex(c *tensor) int {
 	return 0
 }
 
+// attnView sets the view arguments every attention kernel takes from
+// argument i (rows, cells, Lo, Hi, window) and returns the next index.
+func (b *Backend) attnView(k *kern, i int, rt, ct *tensor, kv backend.KVView, a backend.Attn) int {
+	b.argMem(k, i, rt.mem)
+	b.argMem(k, i+1, ct.mem)
+	b.argI32(k, i+2, kv.Lo)
+	b.argI32(k, i+3, kv.Hi)
+	b.argI32(k, i+4, a.Window)
+	return i + 5
+}
+
+// attnScoring sets scale, cap and 1/cap (rounded on the host, as llama.cpp
+// computes it once) from argument i and returns the next index.
+func (b *Backend) attnScoring(k *kern, i int, a backend.Attn) int {
+	var capInv float32
+	if a.SoftCap > 0 {
+		capInv = 1 / a.SoftCap
+	}
+	b.argF32(k, i, a.Scale)
+	b.argF32(k, i+1, a.SoftCap)
+	b.argF32(k, i+2, capInv)
+	return i + 3
+}
+
+// attnPartArgs sets the arguments the split's kernels share from argument
+// i (the view, partLen, the geometry, the scoring and the status word) and
+// returns the next index.
+func (b *Backend) attnPartArgs(k *kern, i int, rt, ct *tensor, kv backend.KVView, a backend.Attn, partLen int) int {
+	i = b.attnView(k, i, rt, ct, kv, a)
+	b.argI32(k, i, partLen)
+	b.argI32(k, i+1, a.Heads)
+	b.argI32(k, i+2, a.KVHeads)
+	b.argI32(k, i+3, a.HeadDim)
+	i = b.attnScoring(k, i+4, a)
+	b.argMem(k, i, b.status)
+	return i + 1
+}
+
 // attendSplit is flash-decoding (attention_stats, attention_part, then
-// attention_merge) of one query over kvLen positions in parts partitions.
-// The statistics pass is what lets every partition round its probabilities
-// with the global maximum and sum, as the single pass does.
-func (b *Backend) attendSplit(op string, ot, qt, kt, vt *tensor, kvLen, parts, heads, kvHeads, headDim int, scale float32) {
+// attention_merge) of one query over the view [kv.Lo, kv.Hi) in parts
+// partitions. The statistics pass is what lets every partition round its
+// probabilities with the global maximum and sum, as the single pass does.
+func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv backend.KVView, a backend.Attn, parts int) {
+	heads, headDim := a.Heads, a.HeadDim
 	kp := b.attentionPart[kvIndex(kt)][kvIndex(vt)]
 	if !b.attnLocal(op, kp, headDim) {
 		return
 	}
-	partLen := (kvLen + parts - 1) / parts
-	parts = (kvLen + partLen - 1) / partLen // every partition non-empty
+	span := kv.Hi - kv.Lo
+	partLen := (span + parts - 1) / parts
+	parts = (span + partLen - 1) / partLen // every partition non-empty
 	need := 4 * heads * parts * (headDim + 2)
 	if need > b.attnScratchBytes {
 		b.attnScratch.Release()
@@ -79,27 +121,17 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt *tensor, kvLen, parts, h
 	b.argMem(ks, 0, b.attnScratch)
 	b.argMem(ks, 1, qt.mem)
 	b.argMem(ks, 2, kt.mem)
-	b.argI32(ks, 3, kvLen)
-	b.argI32(ks, 4, partLen)
-	b.argI32(ks, 5, heads)
-	b.argI32(ks, 6, kvHeads)
-	b.argI32(ks, 7, headDim)
-	b.argF32(ks, 8, scale)
-	b.argLocal(ks, 9, 4*headDim)
-	b.argLocal(ks, 10, 4*ks.wg)
+	i := b.attnPartArgs(ks, 3, rt, ct, kv, a, partLen)
+	b.argLocal(ks, i, 4*headDim)
+	b.argLocal(ks, i+1, 4*ks.wg)
 	b.launch(ks, 2, [3]int{ks.wg * heads, parts, 1}, [3]int{ks.wg, 1, 1})
 
 	b.argMem(kp, 0, b.attnScratch)
 	b.argMem(kp, 1, qt.mem)
 	b.argMem(kp, 2, kt.mem)
 	b.argMem(kp, 3, vt.mem)
-	b.argI32(kp, 4, kvLen)
-	b.argI32(kp, 5, partLen)
-	b.argI32(kp, 6, heads)
-	b.argI32(kp, 7, kvHeads)
-	b.argI32(kp, 8, headDim)
-	b.argF32(kp, 9, scale)
-	b.setAttnLocal(kp, 10, headDim)
+	i = b.attnPartArgs(kp, 4, rt, ct, kv, a, partLen)
+	b.setAttnLocal(kp, i, headDim)
 	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1})
 
 	km := b.attentionMerge

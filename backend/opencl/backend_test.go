@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/kernels"
@@ -140,13 +141,20 @@ func TestNoAllocs(t *testing.T) {
 	x, y, norm := alloc(dtype.F32, 1, dim), alloc(dtype.F32, 1, dim), alloc(dtype.F32, dim)
 	k, v := alloc(dtype.F32, maxSeq, heads, hd), alloc(dtype.F32, maxSeq, heads, hd)
 	ids := alloc(dtype.I32, 1)
+	pos := alloc(dtype.I32, 1)
+	view, err := backendtest.Causal(1, 3).Upload(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free(view.Rows); b.Free(view.Cells) })
+	attn := backend.Attn{Heads: heads, KVHeads: heads, HeadDim: hd, Scale: 0.25}
 	tok := make([]int32, 1)
 	step := func() {
 		b.RMSNorm(y, x, norm, 1, 1e-5)
 		b.MatMulTransposed(x, y, w, 1)
-		b.RoPE(x, 1, heads, hd, 3, backend.Rope{Dims: hd, Theta: 10000})
+		b.RoPE(x, 1, heads, hd, pos, backend.Rope{Dims: hd, Theta: 10000})
 		b.CopySlice(k, 3*dim, x, 0, dim)
-		b.AttentionGen(y, x, k, v, 4, heads, heads, hd, 0.25)
+		b.Attention(y, x, k, v, 1, view, attn)
 		b.Add(x, x, y, 1)
 		b.Argmax(ids, x, 1)
 		if err := b.ReadI32(ids, 0, tok); err != nil {

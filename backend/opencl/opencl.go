@@ -160,7 +160,7 @@ type Backend struct {
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
 
-	// attnScratch holds flash-decoding partials (see AttentionGen), grown
+	// attnScratch holds flash-decoding partials (see attendSplit), grown
 	// on demand; attnParts, when positive, forces the partition count
 	// (tests).
 	attnScratch      cl.Mem
@@ -173,7 +173,7 @@ type Backend struct {
 	actVer uint64
 
 	// status is the kernels' bad-input report (see common.cl); checked by
-	// Sync when an Embedding ran since the last check.
+	// Sync when an Embedding or Attention ran since the last check.
 	status      cl.Mem
 	checkStatus bool
 
@@ -198,6 +198,13 @@ const groupSize = 64
 
 // attChunk must match ATT_CHUNK in attention.cl.
 const attChunk = 256
+
+// The status codes of common.cl.
+const (
+	statusBadID    = 1
+	statusBadSeq   = 2
+	statusBadRange = 3
+)
 
 var weightTypes = []struct {
 	dt     dtype.Type
@@ -403,8 +410,15 @@ func (b *Backend) Sync() error {
 		var st [2]int32
 		if err := b.q.Read(b.status, 0, 8, ptr(st[:])); err != nil {
 			b.fail(err)
-		} else if st[0] != 0 {
-			b.fail(fmt.Errorf("opencl: Embedding: token id %d out of range", st[1]))
+		} else {
+			switch st[0] {
+			case statusBadID:
+				b.fail(fmt.Errorf("opencl: Embedding: token id %d out of range", st[1]))
+			case statusBadSeq:
+				b.shape("Attention", "row %d: sequence id outside 0…63", st[1])
+			case statusBadRange:
+				b.shape("Attention", "row %d: cell range reversed or outside the view [Lo, Hi)", st[1])
+			}
 		}
 	}
 	return b.err

@@ -182,21 +182,26 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
 }
 
-// RoPE rotates the heads of the first n rows of x in place.
-func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.Rope) {
+// RoPE rotates the heads of the first n rows of x in place, row i by the
+// position pos[i].
+func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tensor, r backend.Rope) {
 	const op = "RoPE"
 	if !b.begin(op) {
 		return
 	}
-	xt := b.out(op, "x", x)
-	if xt == nil {
+	xt, pt := b.out(op, "x", x), b.own(op, "pos", pos)
+	if xt == nil || pt == nil {
 		return
 	}
-	if heads <= 0 || headDim <= 0 || n < 0 || pos0 < 0 {
-		b.shape(op, "n = %d, heads = %d, headDim = %d, pos0 = %d", n, heads, headDim, pos0)
+	if heads <= 0 || headDim <= 0 || n < 0 {
+		b.shape(op, "n = %d, heads = %d, headDim = %d", n, heads, headDim)
 		return
 	}
 	if !b.f32Rows(op, "x", xt, n, heads*headDim) {
+		return
+	}
+	if pt.dt != dtype.I32 || pt.elems < n {
+		b.shape(op, "pos %v does not hold %d I32 positions", pt, n)
 		return
 	}
 	if r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim {
@@ -217,7 +222,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 			return
 		}
 	}
-	if n == 0 || !b.fits(op, "last position", pos0+n) {
+	if n == 0 || !b.fits(op, "rows", n) {
 		return
 	}
 	k := b.rope
@@ -225,7 +230,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim, pos0 int, r backend.
 	b.argI32(k, 1, heads)
 	b.argI32(k, 2, headDim)
 	b.argI32(k, 3, r.Dims)
-	b.argI32(k, 4, pos0)
+	b.argMem(k, 4, pt.mem)
 	b.argF32(k, 5, ropeThetaScale(r.Theta, r.Dims))
 	if freqs != nil {
 		b.argMem(k, 6, freqs.mem)
@@ -355,36 +360,34 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	}
 }
 
-// AttentionGen is decode attention of one query over kvLen cache positions.
-func (b *Backend) AttentionGen(out, q, k, v backend.Tensor, kvLen, heads, kvHeads, headDim int, scale float32) {
-	if kvLen < 1 {
-		if b.begin("AttentionGen") {
-			b.shape("AttentionGen", "kvLen = %d", kvLen)
-		}
-		return
-	}
-	b.attend("AttentionGen", out, q, k, v, 1, kvLen-1, heads, kvHeads, headDim, scale)
-}
-
-// Attention is causal prefill attention of n query rows from position pos0.
-func (b *Backend) Attention(out, q, k, v backend.Tensor, n, pos0, heads, kvHeads, headDim int, scale float32) {
-	b.attend("Attention", out, q, k, v, n, pos0, heads, kvHeads, headDim, scale)
-}
-
-func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads, kvHeads, headDim int, scale float32) {
+// Attention is attention of n query rows over the cache cells kv lets
+// each see (backend.KVView). Rows whose sequence id or range is bad are
+// found on the device: they get zeros and Sync reports the row.
+func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVView, a backend.Attn) {
+	const op = "Attention"
 	if !b.begin(op) {
 		return
 	}
 	ot, qt, kt, vt := b.out(op, "out", out), b.own(op, "q", q), b.own(op, "k", k), b.own(op, "v", v)
-	if ot == nil || qt == nil || kt == nil || vt == nil {
+	rt, ct := b.own(op, "kv.Rows", kv.Rows), b.own(op, "kv.Cells", kv.Cells)
+	if ot == nil || qt == nil || kt == nil || vt == nil || rt == nil || ct == nil {
 		return
 	}
-	if n < 0 || pos0 < 0 || heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
-		b.shape(op, "n = %d, pos0 = %d, heads = %d, kvHeads = %d, headDim = %d (heads must be a multiple of kvHeads)",
-			n, pos0, heads, kvHeads, headDim)
+	heads, kvHeads, headDim := a.Heads, a.KVHeads, a.HeadDim
+	if n < 0 || heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
+		b.shape(op, "n = %d, heads = %d, kvHeads = %d, headDim = %d (heads must be a multiple of kvHeads)",
+			n, heads, kvHeads, headDim)
+		return
+	}
+	if !(a.SoftCap >= 0) || a.Window < 0 {
+		b.shape(op, "soft cap %g, window %d: neither may be negative", a.SoftCap, a.Window)
 		return
 	}
 	if !b.f32Rows(op, "q", qt, n, heads*headDim) || !b.f32Rows(op, "out", ot, n, heads*headDim) {
+		return
+	}
+	if rt.dt != dtype.I32 || backend.Cols(rt) != 4 || backend.Rows(rt) < n || ct.dt != dtype.I32 || backend.Cols(ct) != 3 {
+		b.shape(op, "kv.Rows %v, kv.Cells %v: want I32 [≥ %d, 4] and I32 [_, 3]", rt, ct, n)
 		return
 	}
 	kvRow := kvHeads * headDim
@@ -393,16 +396,21 @@ func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads,
 			b.shape(op, "cache %v is not F32 or F16", c)
 			return
 		}
-		if c.elems%kvRow != 0 || c.elems/kvRow < pos0+n {
-			b.shape(op, "cache %v does not hold %d positions of %d KV heads × %d", c, pos0+n, kvHeads, headDim)
+		if c.elems%kvRow != 0 || c.elems/kvRow < kv.Hi {
+			b.shape(op, "cache %v does not hold %d cells of %d KV heads × %d", c, kv.Hi, kvHeads, headDim)
 			return
 		}
 	}
-	if n == 0 || !b.fits(op, "positions", pos0+n) {
+	if kv.Lo < 0 || kv.Lo > kv.Hi || kv.Hi > backend.Rows(ct) {
+		b.shape(op, "view [%d, %d) outside the %d cell entries of %v", kv.Lo, kv.Hi, backend.Rows(ct), ct)
 		return
 	}
-	if parts := b.attnPartitions(n, pos0+1, heads); parts > 1 {
-		b.attendSplit(op, ot, qt, kt, vt, pos0+1, parts, heads, kvHeads, headDim, scale)
+	if n == 0 || !b.fits(op, "cells", kv.Hi) || !b.fits(op, "rows", n) || !b.fits(op, "window", a.Window) {
+		return
+	}
+	b.checkStatus = true
+	if parts := b.attnPartitions(n, kv.Hi-kv.Lo, heads); parts > 1 {
+		b.attendSplit(op, ot, qt, kt, vt, rt, ct, kv, a, parts)
 		return
 	}
 	kk := b.attention[kvIndex(kt)][kvIndex(vt)]
@@ -413,12 +421,13 @@ func (b *Backend) attend(op string, out, q, k, v backend.Tensor, n, pos0, heads,
 	b.argMem(kk, 1, qt.mem)
 	b.argMem(kk, 2, kt.mem)
 	b.argMem(kk, 3, vt.mem)
-	b.argI32(kk, 4, pos0)
-	b.argI32(kk, 5, heads)
-	b.argI32(kk, 6, kvHeads)
-	b.argI32(kk, 7, headDim)
-	b.argF32(kk, 8, scale)
-	b.setAttnLocal(kk, 9, headDim)
+	i := b.attnView(kk, 4, rt, ct, kv, a)
+	b.argI32(kk, i, heads)
+	b.argI32(kk, i+1, kvHeads)
+	b.argI32(kk, i+2, headDim)
+	i = b.attnScoring(kk, i+3, a)
+	b.argMem(kk, i, b.status)
+	b.setAttnLocal(kk, i+1, headDim)
 	b.launch(kk, 2, [3]int{kk.wg * heads, n, 1}, [3]int{kk.wg, 1, 1})
 }
 

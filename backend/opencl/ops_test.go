@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
 )
@@ -457,8 +458,9 @@ func TestRoPE(t *testing.T) {
 				fr := f.f32(f.rand(tc.dims/2, 1, 8), tc.dims/2)
 				rc.Freqs, ro.Freqs = fr.c, fr.o
 			}
-			f.c.RoPE(x.c, n, heads, hd, tc.pos0, rc)
-			f.o.RoPE(x.o, n, heads, hd, tc.pos0, ro)
+			pos := f.i32([]int32{int32(tc.pos0), int32(tc.pos0 + 7), int32(tc.pos0 / 3)}, n)
+			f.c.RoPE(x.c, n, heads, hd, pos.c, rc)
+			f.o.RoPE(x.o, n, heads, hd, pos.o, ro)
 			c, o := f.read(x, n*heads*hd)
 			// Both follow ggml's float arithmetic, the angles to the bit.
 			// The CPU takes cos and sin from the C library, as llama.cpp
@@ -515,6 +517,20 @@ func TestCopy(t *testing.T) {
 	f.close("copy_slice", c, o, nil, 0, 0)
 }
 
+// view uploads v to both backends.
+func (f *fixture) view(v backendtest.View) (c, o backend.KVView) {
+	f.t.Helper()
+	var err error
+	if c, err = v.Upload(f.c); err == nil {
+		o, err = v.Upload(f.o)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.all = append(f.all, both{c.Rows, o.Rows}, both{c.Cells, o.Cells})
+	return c, o
+}
+
 func TestAttention(t *testing.T) {
 	type shape struct{ heads, kvHeads, hd int }
 	shapes := []shape{{6, 2, 40}, {4, 4, 16}, {3, 1, 80}}
@@ -528,15 +544,16 @@ func TestAttention(t *testing.T) {
 				k := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
 				v := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
 				out := f.f32(nil, cols)
-				scale := float32(1 / math.Sqrt(float64(s.hd)))
-				f.c.AttentionGen(out.c, q.c, k.c, v.c, kvLen, s.heads, s.kvHeads, s.hd, scale)
-				f.o.AttentionGen(out.o, q.o, k.o, v.o, kvLen, s.heads, s.kvHeads, s.hd, scale)
+				a := backend.Attn{Heads: s.heads, KVHeads: s.kvHeads, HeadDim: s.hd, Scale: float32(1 / math.Sqrt(float64(s.hd)))}
+				vc, vo := f.view(backendtest.Causal(1, kvLen-1))
+				f.c.Attention(out.c, q.c, k.c, v.c, 1, vc, a)
+				f.o.Attention(out.o, q.o, k.o, v.o, 1, vo, a)
 				c, o := f.read(out, cols)
 				// Outputs are convex combinations of values in [-1, 1].
-				f.close("attention_gen", c, o, nil, 0, 2e-6)
+				f.close("attention decode", c, o, nil, 0, 2e-6)
 			})
 		}
-		for _, p := range [][2]int{{5, 0}, {7, 30}, {3, 300}} {
+		for _, p := range [][2]int{{5, 0}, {7, 30}, {3, 300}, {300, 0}} {
 			n, pos0 := p[0], p[1]
 			t.Run(fmt.Sprintf("prefill/h%d/kv%d/d%d/n%d/pos%d", s.heads, s.kvHeads, s.hd, n, pos0), func(t *testing.T) {
 				f := newFixture(t)
@@ -546,9 +563,10 @@ func TestAttention(t *testing.T) {
 				k := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
 				v := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
 				out := f.f32(nil, n, cols)
-				scale := float32(1 / math.Sqrt(float64(s.hd)))
-				f.c.Attention(out.c, q.c, k.c, v.c, n, pos0, s.heads, s.kvHeads, s.hd, scale)
-				f.o.Attention(out.o, q.o, k.o, v.o, n, pos0, s.heads, s.kvHeads, s.hd, scale)
+				a := backend.Attn{Heads: s.heads, KVHeads: s.kvHeads, HeadDim: s.hd, Scale: float32(1 / math.Sqrt(float64(s.hd)))}
+				vc, vo := f.view(backendtest.Causal(n, pos0))
+				f.c.Attention(out.c, q.c, k.c, v.c, n, vc, a)
+				f.o.Attention(out.o, q.o, k.o, v.o, n, vo, a)
 				c, o := f.read(out, n*cols)
 				f.close("attention", c, o, nil, 0, 2e-6)
 			})

@@ -245,6 +245,11 @@ func TestQuantizedReuse(t *testing.T) {
 	y := alloc(randv(n*k), n, k)
 	norm := alloc(randv(k), k)
 	dst := alloc(nil, n, m)
+	pos, err := b.Alloc(dtype.I32, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free(pos) })
 	// fresh is the matmul of x's current contents on ref.
 	fresh := func(w backend.Tensor, rows int) []float32 {
 		t.Helper()
@@ -312,7 +317,7 @@ func TestQuantizedReuse(t *testing.T) {
 		{"CopySlice", func() { b.CopySlice(x, 7, y, 300, 9) }},
 		{"SiLUMul", func() { b.SiLUMul(x, y, x, n) }},
 		{"Softmax", func() { b.Softmax(x, 1) }},
-		{"RoPE", func() { b.RoPE(x, n, 4, 64, 2, backend.Rope{Dims: 64, Theta: 10000}) }},
+		{"RoPE", func() { b.RoPE(x, n, 4, 64, pos, backend.Rope{Dims: 64, Theta: 10000}) }},
 		// F32 weights do not quantise y, so x stays the cached source.
 		{"MatMulTransposed", func() { b.MatMulTransposed(x, y, square, n) }},
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/dtype"
 )
 
@@ -184,10 +185,10 @@ func TestCacheTypeErrors(t *testing.T) {
 		{"F16 into F32", "want both F32", func(b *Backend, f32, f16, _, _ backend.Tensor) { b.CopySlice(f32, 0, f16, 0, 4) }},
 		{"F32 into BF16", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(bf16, 0, f32, 0, 4) }},
 		{"BF16 K cache", "is not F32 or F16", func(b *Backend, f32, f16, bf16, q backend.Tensor) {
-			b.AttentionGen(q, q, bf16, f16, 1, 2, 1, 4, 0.5)
+			b.Attention(q, q, bf16, f16, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
 		}},
 		{"BF16 V cache", "is not F32 or F16", func(b *Backend, f32, f16, bf16, q backend.Tensor) {
-			b.Attention(q, q, f16, bf16, 1, 0, 2, 1, 4, 0.5)
+			b.Attention(q, q, f16, bf16, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
 		}},
 	}
 	for _, c := range cases {
@@ -319,12 +320,9 @@ func TestAttentionCacheTypes(t *testing.T) {
 					// device of few compute units splits some contexts too.
 					b.attnParts = c.parts
 					split := b.attnPartitions(c.n, c.pos0+1, c.heads) > 1
+					view := causal(t, b, c.n, c.pos0)
 					before := b.Stats().Launches
-					if c.n == 1 {
-						b.AttentionGen(o, qt, kc, vc, c.pos0+1, c.heads, c.kvHeads, c.hd, scale)
-					} else {
-						b.Attention(o, qt, kc, vc, c.n, c.pos0, c.heads, c.kvHeads, c.hd, scale)
-					}
+					b.Attention(o, qt, kc, vc, c.n, view, backend.Attn{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: scale})
 					launches := b.Stats().Launches - before
 					b.attnParts = 0
 					got := r.read(o, (c.n+1)*cols)
@@ -367,6 +365,17 @@ func TestAttentionCacheTypes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// causal uploads backendtest.Causal(n, pos0) to b for the test's life.
+func causal(t *testing.T, b backend.Backend, n, pos0 int) backend.KVView {
+	t.Helper()
+	v, err := backendtest.Causal(n, pos0).Upload(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free(v.Rows); b.Free(v.Cells) })
+	return v
 }
 
 func randRange(rng *rand.Rand, n int, lo, hi float32) []float32 {

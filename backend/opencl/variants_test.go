@@ -37,38 +37,69 @@ func TestOtherVariants(t *testing.T) {
 }
 
 // TestAttentionSplit forces flash-decoding partitions and compares with the
-// CPU backend, including partitions that end inside a chunk and heads
-// narrower and wider than the work-group.
+// CPU backend, including partitions that end inside a chunk, heads
+// narrower and wider than the work-group, and views of several sequences
+// (partitions that hold no cell the row sees, a window, a row range that
+// starts inside the view).
 func TestAttentionSplit(t *testing.T) {
 	type shape struct{ heads, kvHeads, hd int }
+	views := []struct {
+		name   string
+		view   backendtest.View
+		window int
+		cap    float32
+	}{
+		{"len2", backendtest.Causal(1, 1), 0, 0},
+		{"len300", backendtest.Causal(1, 299), 0, 0},
+		{"len1000", backendtest.Causal(1, 999), 0, 0},
+		{"window", backendtest.Causal(1, 999), 100, 0},
+		{"softcap", backendtest.Causal(1, 299), 0, 2},
+		{"interleaved", interleaved(700, 3, 1, 0, 700), 0, 0},
+		{"subrange", interleaved(900, 2, 0, 600, 900), 0, 0},
+	}
 	for _, s := range []shape{{6, 2, 40}, {4, 4, 16}, {3, 1, 80}} {
-		for _, kvLen := range []int{2, 300, 1000} {
+		for _, vw := range views {
 			for _, parts := range []int{2, 3, 7} {
-				t.Run(fmt.Sprintf("h%d/kv%d/d%d/len%d/parts%d", s.heads, s.kvHeads, s.hd, kvLen, parts), func(t *testing.T) {
+				t.Run(fmt.Sprintf("h%d/kv%d/d%d/%s/parts%d", s.heads, s.kvHeads, s.hd, vw.name, parts), func(t *testing.T) {
 					f := newFixture(t)
 					f.o.attnParts = parts
 					defer func() { f.o.attnParts = 0 }()
-					maxSeq := kvLen + 3
+					cells := vw.view.Hi + 3
 					cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
 					q := f.f32(f.rand(cols, -3, 3), cols)
-					k := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
-					v := f.f32(f.rand(maxSeq*kvCols, -1, 1), maxSeq, s.kvHeads, s.hd)
+					k := f.f32(f.rand(cells*kvCols, -1, 1), cells, s.kvHeads, s.hd)
+					v := f.f32(f.rand(cells*kvCols, -1, 1), cells, s.kvHeads, s.hd)
 					out := f.f32(nil, cols)
-					scale := float32(1 / math.Sqrt(float64(s.hd)))
-					f.c.AttentionGen(out.c, q.c, k.c, v.c, kvLen, s.heads, s.kvHeads, s.hd, scale)
+					a := backend.Attn{Heads: s.heads, KVHeads: s.kvHeads, HeadDim: s.hd, Scale: float32(1 / math.Sqrt(float64(s.hd))),
+						Window: vw.window, SoftCap: vw.cap}
+					kc, ko := f.view(vw.view)
+					f.c.Attention(out.c, q.c, k.c, v.c, 1, kc, a)
 					before := f.o.Stats().Launches
-					f.o.AttentionGen(out.o, q.o, k.o, v.o, kvLen, s.heads, s.kvHeads, s.hd, scale)
+					f.o.Attention(out.o, q.o, k.o, v.o, 1, ko, a)
 					if l := f.o.Stats().Launches - before; l != 3 {
 						t.Fatalf("%d launches, want 3 (statistics, partials and merge)", l)
 					}
 					c, o := f.read(out, cols)
 					// Convex combinations of values in [-1, 1]; the merge
-					// adds a few roundings of the partial weights.
+					// adds a few roundings of the partial weights, and
+					// OpenCL's tanh is within a few ulp of the C library's.
 					f.close("attention split", c, o, nil, 0, 4e-6)
 				})
 			}
 		}
 	}
+}
+
+// interleaved is a decode row of sequence seq over a cache of cells cells
+// holding seqs sequences interleaved cell by cell (cell j is sequence j%seqs
+// at position j/seqs), scanning [lo, hi).
+func interleaved(cells, seqs, seq, lo, hi int) backendtest.View {
+	v := backendtest.View{Hi: cells, Lo: lo}
+	for j := range cells {
+		v.Cells = append(v.Cells, int32(j/seqs), int32(1)<<(j%seqs), 0)
+	}
+	v.Rows = []int32{int32(cells / seqs), int32(seq), int32(lo), int32(hi)}
+	return v
 }
 
 // TestAttentionPartitions checks the split heuristic: one group per head
