@@ -687,7 +687,9 @@ func TestBadInput(t *testing.T) {
 	if resp.StatusCode != 200 || ts.m.Sched.Status().Processing != 0 {
 		t.Errorf("after the bad requests: health %d, %d slots busy", resp.StatusCode, ts.m.Sched.Status().Processing)
 	}
-	// Every request made one log line.
+	// Every request made one log line (as its handler returned, just after
+	// the client read the reply).
+	waitFor(t, "the log lines", func() bool { return strings.Count(ts.log.String(), "\n") >= len(cases)+2 })
 	if lines := strings.Count(ts.log.String(), "\n"); lines != len(cases)+2 {
 		t.Errorf("%d log lines for %d requests:\n%s", lines, len(cases)+2, ts.log.String())
 	}
