@@ -15,71 +15,75 @@ import (
 	"github.com/glint-llm/glint/chattemplate"
 )
 
+// promptRequest is the body of a completion or a chat completion.
+type promptRequest interface {
+	params() *genParams
+	// prompt checks the request's own fields and makes its prompt.
+	prompt(m *Model) ([]int32, error)
+}
+
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
-	var req completionRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		fail(w, err)
-		return
-	}
-	switch {
-	case req.Echo != nil && *req.Echo:
-		fail(w, badRequest(`"echo" is not supported`))
-		return
-	case req.BestOf != nil && *req.BestOf != 1:
-		fail(w, badRequest(`"best_of" is not supported`))
-		return
-	case req.Suffix != nil && *req.Suffix != "":
-		fail(w, badRequest(`"suffix" is not supported`))
-		return
-	}
-	prompt, err := completionPrompt(m.Tokenizer, req.Prompt)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	gen, err := req.request(m)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	gen.Prompt = prompt
-	s.generate(w, r, m, rec, gen, &req.genParams, false)
+	s.serveRequest(w, r, m, rec, &completionRequest{}, false)
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
-	var req chatRequest
-	if err := s.readBody(w, r, &req); err != nil {
-		fail(w, err)
-		return
+	s.serveRequest(w, r, m, rec, &chatRequest{}, true)
+}
+
+func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, rec *record, req promptRequest, chat bool) {
+	err := s.readBody(w, r, req)
+	var gen Request
+	if err == nil {
+		gen, err = req.params().request(m)
 	}
-	msgs, err := req.messages()
+	if err == nil {
+		gen.Prompt, err = req.prompt(m)
+	}
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	gen, err := req.request(m)
+	if chat {
+		gen.EndTokens = m.EndOfTurn
+	}
+	s.generate(w, r, m, rec, gen, req.params(), chat)
+}
+
+func (c *completionRequest) params() *genParams { return &c.genParams }
+
+func (c *completionRequest) prompt(m *Model) ([]int32, error) {
+	switch {
+	case c.Echo != nil && *c.Echo:
+		return nil, badRequest(`"echo" is not supported`)
+	case c.BestOf != nil && *c.BestOf != 1:
+		return nil, badRequest(`"best_of" is not supported`)
+	case c.Suffix != nil && *c.Suffix != "":
+		return nil, badRequest(`"suffix" is not supported`)
+	}
+	return completionPrompt(m.Tokenizer, c.Prompt)
+}
+
+func (c *chatRequest) params() *genParams { return &c.genParams }
+
+// prompt renders the conversation with the model's template.
+func (c *chatRequest) prompt(m *Model) ([]int32, error) {
+	msgs, err := c.messages()
 	if err != nil {
-		fail(w, err)
-		return
+		return nil, err
 	}
 	if m.Template == nil {
-		fail(w, badRequest("%v", m.TemplateErr))
-		return
+		return nil, badRequest("%v", m.TemplateErr)
 	}
 	text, err := m.Template.Render(chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
 		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs})
 	if err != nil {
 		var re *chattemplate.RaiseError
 		if errors.As(err, &re) {
-			fail(w, badRequest("chat template: %s", re.Msg))
-			return
+			return nil, badRequest("chat template: %s", re.Msg)
 		}
-		fail(w, badRequest("%v", err))
-		return
+		return nil, badRequest("%v", err)
 	}
-	gen.Prompt = chattemplate.Encode(m.Tokenizer, text, true)
-	gen.EndTokens = m.EndOfTurn
-	s.generate(w, r, m, rec, gen, &req.genParams, true)
+	return chattemplate.Encode(m.Tokenizer, text, true), nil
 }
 
 // usage is OpenAI's token count.

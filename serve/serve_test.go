@@ -306,7 +306,7 @@ func TestChatGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := chattemplate.Parse(mt.Source, mt.Origin)
+	tmpl, err := chattemplate.Resolve(chattemplate.Choice{}, mt)
 	if err != nil {
 		t.Fatal(err)
 	}
