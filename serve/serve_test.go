@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/chattemplate"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/shared"
@@ -773,6 +774,41 @@ func TestModelsAndTokenize(t *testing.T) {
 	for i, p := range wp.Tokens {
 		if s, ok := p.Piece.(string); !ok || p.ID != want[i] || s != string(tok.SpecialPiece(p.ID)) {
 			t.Errorf("token %d: %d %v, want %d %q", i, p.ID, p.Piece, want[i], tok.SpecialPiece(want[i]))
+		}
+	}
+}
+
+// TestOpenCL: the server on the OpenCL backend (two slots, two device
+// models) gives the CPU CLI's greedy text, as the CLI on OpenCL does.
+func TestOpenCL(t *testing.T) {
+	if _, err := opencl.Devices(); err != nil {
+		t.Skipf("no OpenCL device: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
+	path := stories(t)
+	o := glintOpts
+	o.Backend = "opencl"
+	m, err := Load(path, LoadOptions{Options: o, Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ts := start(t, m, Options{})
+	prompts := []string{"Once upon a time", "The dog"}
+	var wg sync.WaitGroup
+	got := make([]string, len(prompts))
+	errs := make([]error, len(prompts))
+	for i, prompt := range prompts {
+		wg.Go(func() {
+			c, err := ts.client.Completions.New(context.Background(), completionParams(prompt, 32), greedy...)
+			if errs[i] = err; err == nil {
+				got[i] = c.Choices[0].Text
+			}
+		})
+	}
+	wg.Wait()
+	for i, prompt := range prompts {
+		if want := reference(t, path, m.Tokenizer.Encode(prompt, true), 32); errs[i] != nil || got[i] != want {
+			t.Errorf("%q on OpenCL: %q (%v), the CPU's %q", prompt, got[i], errs[i], want)
 		}
 	}
 }
