@@ -496,45 +496,61 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestDroppedStreamFreesSlot: a client that goes away mid-stream cancels
-// its generation within a step, its slot is freed, and the next request
-// on the only slot works.
+// TestDroppedStreamFreesSlot: a client that goes away mid-stream, or while
+// it waits for a whole reply, cancels its generation within a step; its
+// slot is freed, and the next request on the only slot works.
 func TestDroppedStreamFreesSlot(t *testing.T) {
 	path := stories(t)
 	m := load(t, path, LoadOptions{})
 	rewrap(t, m, 4, func(s Slots) Slots { return &slowSlots{s, 2 * time.Millisecond} })
 	ts := start(t, m, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	p := completionParams("Once upon a time", -1) // until the context is full: 511 tokens, over a second
-	s := ts.client.Completions.NewStreaming(ctx, p, greedy...)
-	for i := 0; i < 3 && s.Next(); i++ {
-	}
-	cancel()
-	s.Close()
-	waitFor(t, "the slot to be freed", func() bool { return m.Sched.Status().Processing == 0 })
-	waitFor(t, "the request's log line", func() bool { return strings.Contains(ts.log.String(), "ended=") })
-	var line string
-	for _, l := range strings.Split(ts.log.String(), "\n") {
-		if strings.Contains(l, "ended=") {
-			line = l
-		}
-	}
-	var gen int
-	if i := strings.Index(line, " gen="); i < 0 {
-		t.Fatalf("no gen= in the log: %s", line)
-	} else {
-		fmt.Sscan(line[i+5:], &gen)
-	}
-	if gen >= testCtx-5 {
-		t.Errorf("the dropped request generated %d tokens: it was not cancelled (log: %s)", gen, line)
-	}
 	want := reference(t, path, m.Tokenizer.Encode("Once upon a time", true), 12)
-	got, err := ts.client.Completions.New(context.Background(), completionParams("Once upon a time", 12), greedy...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Choices[0].Text != want {
-		t.Errorf("after the drop: %q, want %q", got.Choices[0].Text, want)
+	p := completionParams("Once upon a time", -1) // until the context is full: 511 tokens, over a second
+	for i, streamed := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if streamed {
+			s := ts.client.Completions.NewStreaming(ctx, p, greedy...)
+			for k := 0; k < 3 && s.Next(); k++ {
+			}
+			cancel()
+			s.Close()
+		} else {
+			done := make(chan error, 1)
+			go func() {
+				_, err := ts.client.Completions.New(ctx, p, greedy...)
+				done <- err
+			}()
+			waitFor(t, "the request on the slot", func() bool { return m.Sched.Status().Processing == 1 })
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("the dropped request: %v", err)
+			}
+		}
+		waitFor(t, "the slot to be freed", func() bool { return m.Sched.Status().Processing == 0 })
+		waitFor(t, "the request's log line", func() bool { return strings.Count(ts.log.String(), "ended=") == i+1 })
+		var line string
+		for _, l := range strings.Split(ts.log.String(), "\n") {
+			if strings.Contains(l, "ended=") {
+				line = l
+			}
+		}
+		var gen int
+		if k := strings.Index(line, " gen="); k < 0 {
+			t.Fatalf("no gen= in the log: %s", line)
+		} else {
+			fmt.Sscan(line[k+5:], &gen)
+		}
+		if gen >= testCtx-5 {
+			t.Errorf("streamed %v: the dropped request generated %d tokens: it was not cancelled (log: %s)", streamed, gen, line)
+		}
+		got, err := ts.client.Completions.New(context.Background(), completionParams("Once upon a time", 12), greedy...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Choices[0].Text != want {
+			t.Errorf("after the drop: %q, want %q", got.Choices[0].Text, want)
+		}
 	}
 }
 
