@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/glint-llm/glint"
@@ -76,6 +77,9 @@ func (m *Model) Close() error {
 func Load(path string, o LoadOptions) (*Model, error) {
 	if o.Backend == "onnx" {
 		return nil, errors.New("serve: -b onnx is not supported (cpu or opencl)")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, err // before the template's reading of it says the same less clearly
 	}
 	n := max(o.Parallel, 1)
 	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, Defaults: sample.Defaults(), Seed: o.Seed}
