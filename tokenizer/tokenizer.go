@@ -366,6 +366,19 @@ func (t *Tokenizer) Piece(id int32) []byte {
 	return t.pieces[id]
 }
 
+// SpecialPiece is Piece, except that control and unknown tokens render as
+// their text, as llama.cpp's token_to_piece with special=true does (its
+// server's /detokenize and /tokenize with_pieces).
+func (t *Tokenizer) SpecialPiece(id int32) []byte {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return nil
+	}
+	if ty := t.types[id]; ty == TypeControl || ty == TypeUnknown {
+		return []byte(t.tokens[id])
+	}
+	return t.pieces[id]
+}
+
 // piece follows llama.cpp's token_to_piece with special=false.
 func (t *Tokenizer) piece(id int32) []byte {
 	text := t.tokens[id]

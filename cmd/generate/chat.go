@@ -78,13 +78,8 @@ type turnStats struct {
 func newChatSession(m *glint.Model, tmpl *chattemplate.Template, mt chattemplate.ModelTemplate, kw map[string]any, system string, sp sample.Params, maxNew int) *chatSession {
 	s := &chatSession{m: m, tmpl: tmpl, bos: mt.BOS, eos: mt.EOS, kwargs: kw, system: system,
 		sampler: sample.New(sp, m.Vocab()), maxNew: maxNew, extraEOG: map[int32]bool{}}
-	// Until every model's end-of-generation set is known to the tokenizer,
-	// the turn-ending tokens of the common templates and the template's
-	// own EOS also end a reply.
-	for _, tok := range []string{"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|eom_id|>", mt.EOS} {
-		if id, ok := m.Tokenizer.ID(tok); ok && tok != "" {
-			s.extraEOG[id] = true
-		}
+	for _, id := range chattemplate.EndOfTurn(m.Tokenizer, mt) {
+		s.extraEOG[id] = true
 	}
 	s.clear()
 	return s
@@ -111,18 +106,6 @@ func (s *chatSession) render(addGen bool) (string, error) {
 	return s.tmpl.Render(chattemplate.Input{Messages: s.msgs, AddGenerationPrompt: addGen, BOS: s.bos, EOS: s.eos, Kwargs: s.kwargs})
 }
 
-// encode tokenizes rendered text. The template writes BOS itself where the
-// model wants one (transformers tokenizes its output without adding
-// specials); a template that does not gets the vocabulary's BOS, once.
-func (s *chatSession) encode(text string, first bool) []int32 {
-	t := s.m.Tokenizer
-	ids := t.Encode(text, false)
-	if first && t.AddBOS() && t.BOS() >= 0 && (len(ids) == 0 || ids[0] != t.BOS()) {
-		ids = append([]int32{t.BOS()}, ids...)
-	}
-	return ids
-}
-
 // turn adds the user's message, feeds what the cache lacks and streams the
 // reply to out.
 func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
@@ -146,7 +129,7 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 		s.cached, s.fed = "", s.fed[:0]
 		delta = full
 	}
-	prompt := s.encode(delta, s.cached == "")
+	prompt := chattemplate.Encode(s.m.Tokenizer, delta, s.cached == "")
 	if len(prompt) == 0 {
 		s.msgs = s.msgs[:len(s.msgs)-1]
 		return st, errors.New("the template added nothing for this message")

@@ -32,6 +32,7 @@ func main() {
 			reportCommand(),
 			templateCommand(),
 			chatCommand(),
+			serveCommand(),
 		},
 		HideHelpCommand: true,
 		// A word the commands do not know is an error (exit 2, as go and git

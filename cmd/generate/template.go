@@ -51,18 +51,28 @@ func chatTemplate(c *cli.Context, path string) (*chattemplate.Template, chattemp
 	if err != nil {
 		return nil, mt, nil, err
 	}
-	var kw map[string]any
-	if s := c.String("chat-template-kwargs"); s != "" {
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(s), &raw); err != nil {
-			return nil, mt, nil, fmt.Errorf("--chat-template-kwargs: want a JSON object: %w", err)
-		}
-		kw = map[string]any{}
-		for k, v := range raw {
-			kw[k] = v
-		}
+	kw, err := templateKwargs(c)
+	if err != nil {
+		return nil, mt, nil, err
 	}
 	return t, mt, kw, nil
+}
+
+// templateKwargs reads --chat-template-kwargs.
+func templateKwargs(c *cli.Context) (map[string]any, error) {
+	s := c.String("chat-template-kwargs")
+	if s == "" {
+		return nil, nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("--chat-template-kwargs: want a JSON object: %w", err)
+	}
+	kw := map[string]any{}
+	for k, v := range raw {
+		kw[k] = v
+	}
+	return kw, nil
 }
 
 func runTemplate(c *cli.Context) error {

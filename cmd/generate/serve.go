@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/glint-llm/glint/chattemplate"
+	"github.com/glint-llm/glint/internal/progress"
+	"github.com/glint-llm/glint/serve"
+)
+
+func serveCommand() *cli.Command {
+	fl := append(modelFlags(), samplingFlags()...)
+	fl = append(fl, chatTemplateFlags()...)
+	fl = append(fl,
+		&cli.StringFlag{Name: "host", Value: "127.0.0.1", Usage: "address to listen on (0.0.0.0: every interface)"},
+		&cli.IntFlag{Name: "port", Value: 8080, Usage: "port to listen on (0: any free one; the address is printed on stderr)"},
+		&cli.IntFlag{Name: "parallel", Aliases: []string{"np"}, Value: 1, Usage: "slots: requests decoded at once (today each slot loads the model once)"},
+		&cli.IntFlag{Name: "queue", Value: 64, Usage: "most requests waiting for a slot; more get 503"},
+		&cli.StringFlag{Name: "alias", Usage: "model id in /v1/models and in replies (default: the file's name)"},
+		&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body in bytes; larger ones get 413"},
+	)
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve the model over an OpenAI-compatible HTTP API (chat, completions, models, tokenize)",
+		UsageText: "generate serve -m MODEL [-b cpu|opencl] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [sampling defaults] [--chat-template NAME]\n\n" +
+			"Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n" +
+			"POST /tokenize, POST /detokenize. One log line per request on stderr. SIGTERM or Ctrl-C\n" +
+			"stops taking requests, lets the running ones finish, and exits 0.",
+		Flags:  fl,
+		Action: runServe,
+	}
+}
+
+func runServe(c *cli.Context) error {
+	path := c.String("model")
+	if path == "" {
+		return usageError("serve: -m MODEL is required")
+	}
+	switch {
+	case c.Int("parallel") < 1:
+		return usageError("serve: --parallel %d: want at least 1", c.Int("parallel"))
+	case c.Int("queue") < 0:
+		return usageError("serve: --queue %d: want 0 or more", c.Int("queue"))
+	case c.Int("port") < 0 || c.Int("port") > 65535:
+		return usageError("serve: --port %d: want 0…65535", c.Int("port"))
+	case c.Int64("max-body") < 1:
+		return usageError("serve: --max-body %d: want at least 1", c.Int64("max-body"))
+	}
+	sp, err := samplerParams(c)
+	if err != nil {
+		return err
+	}
+	kw, err := templateKwargs(c)
+	if err != nil {
+		return err
+	}
+	o := serve.LoadOptions{Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
+		Template:       chattemplate.Choice{File: c.String("chat-template-file"), Builtin: c.String("chat-template")},
+		TemplateKwargs: kw, Defaults: &sp, Name: c.String("alias")}
+	if c.String("seed") != "-1" {
+		o.Seed = &sp.Seed
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.String("host"), strconv.Itoa(c.Int("port"))))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv := serve.New(serve.Options{Log: os.Stderr, MaxBody: c.Int64("max-body")})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(os.Stderr, "listening on http://%s (loading the model: /health answers 503 until it is ready)\n", ln.Addr())
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sig)
+
+	type loaded struct {
+		m   *serve.Model
+		err error
+	}
+	ready := make(chan loaded, 1)
+	go func() {
+		bar := progress.New("loading " + filepath.Base(path))
+		o.Progress = bar.Update
+		m, err := serve.Load(path, o)
+		bar.Finish()
+		ready <- loaded{m, err}
+	}()
+	var m *serve.Model
+	select {
+	case s := <-sig:
+		fmt.Fprintf(os.Stderr, "%v while loading: stopping\n", s)
+		return srv.Shutdown(context.Background())
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case l := <-ready:
+		if l.err != nil {
+			srv.Shutdown(context.Background())
+			return l.err
+		}
+		m = l.m
+	}
+	srv.SetModel(m)
+	fmt.Fprintf(os.Stderr, "%s\n%d slot(s), queue %d; chat template: %s\nready on http://%s\n",
+		m.Info, m.Sched.Status().Slots, o.Queue, templateOrigin(m), ln.Addr())
+
+	select {
+	case err := <-served:
+		m.Close()
+		return fmt.Errorf("serve: %w", err)
+	case s := <-sig:
+		fmt.Fprintf(os.Stderr, "%v: draining (no new requests; the running ones finish; again to quit now)\n", s)
+	}
+	go func() {
+		<-sig
+		fmt.Fprintln(os.Stderr, "second signal: quitting without draining")
+		os.Exit(1)
+	}()
+	if err := srv.Shutdown(context.Background()); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	if err := m.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "stopped")
+	return nil
+}
+
+func templateOrigin(m *serve.Model) string {
+	if m.Template == nil {
+		return fmt.Sprintf("none (%v): chat requests get 400", m.TemplateErr)
+	}
+	return m.Template.Origin
+}

@@ -1,0 +1,62 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/chattemplate"
+	"github.com/glint-llm/glint/model/synth"
+)
+
+// FuzzRequest: no body makes a route crash (a panic answers 500) or
+// answer anything but a result, a 400 or a 413; every error is an OpenAI
+// error body.
+func FuzzRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}`,
+		`{"prompt": [1, "a", 2], "stream": true, "stop": ["a"], "max_tokens": 3}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "seed": 3, "top_k": 5}`,
+		`{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "stream": true, "max_tokens": 2}`,
+		`{"content": "hello", "with_pieces": true}`, `{"tokens": [1, 2, 3]}`,
+		`{"prompt": 5}`, `[]`, `{`, ``, `{"prompt": "x", "temperature": "hot"}`,
+	} {
+		f.Add(s)
+	}
+	p := filepath.Join(f.TempDir(), "tiny.gguf")
+	if err := synth.WriteGGUF(p, synth.Options{Shape: "tiny", Type: "Q8_0", Seed: 2, Std: 0.2}); err != nil {
+		f.Fatal(err)
+	}
+	m, err := Load(p, LoadOptions{Options: glint.Options{Backend: "cpu", Threads: 1, Context: 32},
+		Template: chattemplate.Choice{Builtin: "chatml"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { m.Close() })
+	srv := New(Options{MaxBody: 1 << 16})
+	srv.SetModel(m)
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"} {
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+			switch w.Code {
+			case http.StatusOK:
+				if !json.Valid(w.Body.Bytes()) && !bytes.HasPrefix(w.Body.Bytes(), []byte("data: ")) {
+					t.Errorf("%s %q: 200 with %q", path, body, w.Body)
+				}
+			case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+				var e apiError
+				if json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Message == "" || e.Error.Type == "" {
+					t.Errorf("%s %q: %d with %q", path, body, w.Code, w.Body)
+				}
+			default:
+				t.Errorf("%s %q: status %d: %s", path, body, w.Code, w.Body)
+			}
+		}
+	})
+}

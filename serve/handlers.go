@@ -1,0 +1,336 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/glint-llm/glint/chattemplate"
+)
+
+// promptRequest is the body of a completion or a chat completion.
+type promptRequest interface {
+	params() *genParams
+	// prompt checks the request's own fields and makes its prompt.
+	prompt(m *Model) ([]int32, error)
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
+	s.serveRequest(w, r, m, rec, &completionRequest{}, false)
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
+	s.serveRequest(w, r, m, rec, &chatRequest{}, true)
+}
+
+func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, rec *record, req promptRequest, chat bool) {
+	err := s.readBody(w, r, req)
+	var gen Request
+	if err == nil {
+		gen, err = req.params().request(m)
+	}
+	if err == nil {
+		gen.Prompt, err = req.prompt(m)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if chat {
+		gen.EndTokens = m.EndOfTurn
+	}
+	s.generate(w, r, m, rec, gen, req.params(), chat)
+}
+
+func (c *completionRequest) params() *genParams { return &c.genParams }
+
+func (c *completionRequest) prompt(m *Model) ([]int32, error) {
+	switch {
+	case c.Echo != nil && *c.Echo:
+		return nil, badRequest(`"echo" is not supported`)
+	case c.BestOf != nil && *c.BestOf != 1:
+		return nil, badRequest(`"best_of" is not supported`)
+	case c.Suffix != nil && *c.Suffix != "":
+		return nil, badRequest(`"suffix" is not supported`)
+	}
+	return completionPrompt(m.Tokenizer, c.Prompt)
+}
+
+func (c *chatRequest) params() *genParams { return &c.genParams }
+
+// prompt renders the conversation with the model's template.
+func (c *chatRequest) prompt(m *Model) ([]int32, error) {
+	msgs, err := c.messages()
+	if err != nil {
+		return nil, err
+	}
+	if m.Template == nil {
+		return nil, badRequest("%v", m.TemplateErr)
+	}
+	text, err := m.Template.Render(chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
+		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs})
+	if err != nil {
+		var re *chattemplate.RaiseError
+		if errors.As(err, &re) {
+			return nil, badRequest("chat template: %s", re.Msg)
+		}
+		return nil, badRequest("%v", err)
+	}
+	return chattemplate.Encode(m.Tokenizer, text, true), nil
+}
+
+// usage is OpenAI's token count.
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func usageOf(res Result) *usage {
+	u := &usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens,
+		TotalTokens: res.PromptTokens + res.CompletionTokens}
+	u.PromptTokensDetails.CachedTokens = res.CachedTokens
+	return u
+}
+
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type delta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// choice is one choice of a reply or a chunk: Text for completions,
+// Message or Delta for chat.
+type choice struct {
+	Index        int      `json:"index"`
+	Text         *string  `json:"text,omitempty"`
+	Message      *message `json:"message,omitempty"`
+	Delta        *delta   `json:"delta,omitempty"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason *string  `json:"finish_reason"`
+}
+
+type reply struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+	Usage   *usage   `json:"usage,omitempty"`
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// generate runs gen and answers with the whole reply, or streams it.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec *record, gen Request, p *genParams, chat bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st, err := m.Sched.Submit(ctx, gen)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	rp := reply{Model: m.Name, Created: time.Now().Unix(), ID: newID("cmpl-"), Object: "text_completion"}
+	if chat {
+		rp.ID, rp.Object = newID("chatcmpl-"), "chat.completion"
+	}
+	var end error
+	defer func() {
+		// A client gone cancels the generation; its slot frees at the next
+		// step. Waiting for that keeps the log line exact, and lets a
+		// shutdown drain every generation.
+		cancel()
+		res := st.Wait()
+		rec.extra = fmt.Sprintf(" prompt=%d cached=%d gen=%d finish=%s slot=%d ttft=%.1fms",
+			res.PromptTokens, res.CachedTokens, res.CompletionTokens, res.Finish, res.Slot,
+			float64(res.TTFT.Microseconds())/1000)
+		if end != nil {
+			rec.extra += fmt.Sprintf(" ended=%q", end.Error())
+		}
+	}()
+
+	if !p.streaming() {
+		var text strings.Builder
+		for {
+			t, done, err := st.Next(ctx)
+			if done {
+				end = err
+				break
+			}
+			text.WriteString(t)
+		}
+		if end != nil {
+			if ctx.Err() == nil {
+				fail(w, end)
+			}
+			return
+		}
+		res := st.Result()
+		c := choice{FinishReason: &res.Finish}
+		if chat {
+			c.Message = &message{Role: "assistant", Content: text.String()}
+		} else {
+			c.Text = ptr(text.String())
+		}
+		rp.Choices, rp.Usage = []choice{c}, usageOf(res)
+		writeJSON(w, http.StatusOK, rp)
+		return
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+	send := func(v any) error {
+		b, err := marshal(v)
+		if err != nil {
+			return err
+		}
+		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if chat {
+		rp.Object = "chat.completion.chunk"
+	}
+	chunk := func(text *string, finish *string) reply {
+		c := choice{FinishReason: finish}
+		if chat {
+			c.Delta = &delta{Content: text}
+		} else {
+			c.Text = text
+			if c.Text == nil {
+				c.Text = ptr("")
+			}
+		}
+		out := rp
+		out.Choices = []choice{c}
+		return out
+	}
+	if chat {
+		first := chunk(ptr(""), nil)
+		first.Choices[0].Delta.Role = "assistant"
+		if end = send(first); end != nil {
+			return
+		}
+	}
+	for {
+		t, done, err := st.Next(ctx)
+		if done {
+			end = err
+			break
+		}
+		if end = send(chunk(&t, nil)); end != nil {
+			return // the client is gone: cancel (deferred) frees the slot
+		}
+	}
+	if end != nil {
+		if ctx.Err() == nil {
+			var e apiError
+			e.Error.Code, e.Error.Message, e.Error.Type = http.StatusInternalServerError, end.Error(), errorType(500)
+			send(e)
+		}
+		return
+	}
+	res := st.Result()
+	if end = send(chunk(nil, &res.Finish)); end != nil {
+		return
+	}
+	if p.includeUsage() {
+		u := rp
+		u.Choices, u.Usage = []choice{}, usageOf(res)
+		if end = send(u); end != nil {
+			return
+		}
+	}
+	rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	if _, end = fmt.Fprint(w, "data: [DONE]\n\n"); end == nil {
+		end = rc.Flush()
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
+	var req struct {
+		Content    json.RawMessage `json:"content"`
+		AddSpecial bool            `json:"add_special"`
+		WithPieces bool            `json:"with_pieces"`
+	}
+	if err := s.readBody(w, r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	ids := []int32{}
+	if len(req.Content) > 0 && string(req.Content) != "null" {
+		var err error
+		if ids, err = tokenizeMixed(m.Tokenizer, req.Content, req.AddSpecial); err != nil {
+			fail(w, badRequest(`"content": %v`, err))
+			return
+		}
+	}
+	if !req.WithPieces {
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
+		return
+	}
+	type piece struct {
+		ID    int32 `json:"id"`
+		Piece any   `json:"piece"`
+	}
+	out := make([]piece, len(ids))
+	for i, id := range ids {
+		b := m.Tokenizer.SpecialPiece(id)
+		out[i] = piece{ID: id, Piece: string(b)}
+		if !utf8.Valid(b) {
+			// As llama-server: a piece that is not valid UTF-8 is its bytes.
+			bs := make([]int, len(b))
+			for k, c := range b {
+				bs[k] = int(c)
+			}
+			out[i].Piece = bs
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
+	var req struct {
+		Tokens []int64 `json:"tokens"`
+	}
+	if err := s.readBody(w, r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	var b []byte
+	for i, id := range req.Tokens {
+		if id < 0 || id >= int64(m.Tokenizer.VocabSize()) {
+			fail(w, badRequest(`"tokens[%d]": token id %d is outside the vocabulary of %d`, i, id, m.Tokenizer.VocabSize()))
+			return
+		}
+		b = append(b, m.Tokenizer.SpecialPiece(int32(id))...)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": strings.ToValidUTF8(string(b), "\uFFFD")})
+}
