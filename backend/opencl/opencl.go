@@ -148,8 +148,8 @@ type Backend struct {
 	rmsNorm, softmax, argmax, siluMul, add, copyKern *kern
 	// copyF16 copies F16 elements; copyF32F16 rounds F32 to F16 (the
 	// append to an f16 KV cache).
-	copyF16, copyF32F16 *kern
-	rope                *kern
+	copyF16, copyF32F16, copyF16F32 *kern
+	rope                            *kern
 	// The attention kernels per cache type, indexed by kvIndex: [K] or
 	// [K][V] (see attention.cl).
 	attention, attentionPart [2][2]*kern
@@ -286,7 +286,7 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
 	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
-	b.copyF16, b.copyF32F16 = mk("copy_f16"), mk("copy_f32_f16")
+	b.copyF16, b.copyF32F16, b.copyF16F32 = mk("copy_f16"), mk("copy_f32_f16"), mk("copy_f16_f32")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
 	caches := [2]string{"f32", "f16"}
 	for ki, kn := range caches {

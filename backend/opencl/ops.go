@@ -347,8 +347,10 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		k = b.copyF16
 	case d.dt == dtype.F16 && s.dt == dtype.F32:
 		k = b.copyF32F16
+	case d.dt == dtype.F32 && s.dt == dtype.F16:
+		k = b.copyF16F32
 	default:
-		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, or F32 into F16", d, s)
+		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, F32 into F16 or F16 into F32", d, s)
 		return
 	}
 	if count < 0 || dstOff < 0 || srcOff < 0 || dstOff > d.elems-count || srcOff > s.elems-count {

@@ -173,7 +173,7 @@ func TestCopySliceF16(t *testing.T) {
 
 }
 
-// TestCacheTypeErrors checks that only F32 into F16 converts and that
+// TestCacheTypeErrors checks that only F32 and F16 convert into each other and that
 // attention refuses caches of other types, each on a fresh backend since
 // errors are sticky.
 func TestCacheTypeErrors(t *testing.T) {
@@ -182,7 +182,7 @@ func TestCacheTypeErrors(t *testing.T) {
 		name, want string
 		op         func(b *Backend, f32, f16, bf16, q backend.Tensor)
 	}{
-		{"F16 into F32", "want both F32", func(b *Backend, f32, f16, _, _ backend.Tensor) { b.CopySlice(f32, 0, f16, 0, 4) }},
+		{"BF16 into F32", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(f32, 0, bf16, 0, 4) }},
 		{"F32 into BF16", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(bf16, 0, f32, 0, 4) }},
 		{"BF16 K cache", "is not F32 or F16", func(b *Backend, f32, f16, bf16, q backend.Tensor) {
 			b.Attention(q, q, bf16, f16, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
