@@ -80,21 +80,16 @@ func testOpenCLMatchesCPU(t *testing.T, rec fidelity.Record, ct dtype.Type) {
 	if quantized {
 		tol = 1
 	}
-	lc, lg := make([]float32, mc.Vocab()), make([]float32, mc.Vocab())
+	sc, sg := &stream{m: mc}, &stream{m: mg}
 	batch := rec.PromptIDs
 	var worst float64
 	for step := 0; step < rec.NPredict; step++ {
-		for _, m := range []*layers.Model{mc, mg} {
-			if err := m.Eval(batch); err != nil {
+		for _, s := range []*stream{sc, sg} {
+			if err := s.eval(batch); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := mc.Logits(lc); err != nil {
-			t.Fatal(err)
-		}
-		if err := mg.Logits(lg); err != nil {
-			t.Fatal(err)
-		}
+		lc, lg := sc.logits(t), sg.logits(t)
 		for i := range lc {
 			worst = math.Max(worst, math.Abs(float64(lc[i]-lg[i])))
 		}
@@ -102,8 +97,8 @@ func testOpenCLMatchesCPU(t *testing.T, rec fidelity.Record, ct dtype.Type) {
 		if g := sample.Argmax(lg); g != top && gap >= 1e-3 {
 			t.Fatalf("step %d: opencl picks %d, cpu %d with a top-2 gap of %g", step, g, top, gap)
 		}
-		if dev, err := mg.Argmax(); err != nil || dev != sample.Argmax(lg) {
-			t.Fatalf("step %d: device argmax %d (%v), host argmax of its logits %d", step, dev, err, sample.Argmax(lg))
+		if dev := sg.argmax(t); dev != sample.Argmax(lg) {
+			t.Fatalf("step %d: device argmax %d, host argmax of its logits %d", step, dev, sample.Argmax(lg))
 		}
 		batch = []int32{top}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/sample"
@@ -83,12 +84,16 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 					ids := m.Tokenizer.Encode(prompt, true)
 					rows, force := make([][]float32, 0, steps), make([]int32, 0, steps)
 					batch := ids
+					s, err := m.NewSession(engine.SessionOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
 					for range steps {
-						if err := m.Eval(batch); err != nil {
+						if err := s.Prefill(t.Context(), batch); err != nil {
 							t.Fatal(err)
 						}
 						row := make([]float32, m.Vocab())
-						if err := m.Logits(row); err != nil {
+						if err := s.Logits(t.Context(), row); err != nil {
 							t.Fatal(err)
 						}
 						best := sample.Argmax(row)

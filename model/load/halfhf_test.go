@@ -1,6 +1,7 @@
 package load_test
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -63,8 +64,9 @@ func greedy(t *testing.T, b backend.Backend, path string) []int32 {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	defer m.Close()
-	tm, err := engine.Generate(m, []int32{1, 40, 300, 7, 99}, engine.Options{MaxTokens: 12})
+	e := engine.New(m)
+	defer e.Close()
+	tm, err := engine.Generate(context.Background(), e, []int32{1, 40, 300, 7, 99}, engine.Options{MaxTokens: 12})
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
