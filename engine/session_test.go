@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/kvcache"
@@ -306,5 +307,74 @@ func TestSessionLimits(t *testing.T) {
 	}
 	if _, err := a.Next(t.Context(), nil); err == nil {
 		t.Fatal("Next of an empty session")
+	}
+}
+
+// Continuous batching gathers: sessions generating side by side stay in
+// one step — a step waits for the sessions the last one served, which ask
+// again as soon as they have picked their token. (The wait is bounded by a
+// fraction of a step; here it is long, so that the test does not depend on
+// how fast goroutines wake.) Three sessions queue while a fourth's prefill
+// holds the model; from then on every step holds all three.
+func TestStepsGatherSessions(t *testing.T) {
+	defer engine.SetGather(0)
+	g := &gated{Model: newCounter(64, 100, 4), started: make(chan int, 1), release: make(chan struct{})}
+	e := newEngine(t, g)
+	step := func() int {
+		select {
+		case n := <-g.started:
+			g.release <- struct{}{}
+			return n
+		case <-time.After(20 * time.Second):
+			t.Fatal("no step for 20 s")
+			return 0
+		}
+	}
+	var ss []*engine.Session
+	for i := range 3 {
+		s := newSession(t, e, engine.SessionOptions{})
+		go func() { step() }()
+		if err := s.Prefill(t.Context(), []int32{int32(i), 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	blocker := newSession(t, e, engine.SessionOptions{})
+	done := make(chan error, 1)
+	go func() {
+		err := blocker.Prefill(t.Context(), []int32{9, 9})
+		blocker.Close() // it will not ask again: no step waits for it
+		done <- err
+	}()
+	if n := <-g.started; n != 2 {
+		t.Fatalf("the blocker's step has %d tokens", n)
+	}
+	engine.SetGather(5 * time.Second)
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Go(func() {
+			for range 10 { // the first token comes from the prefill
+				if _, err := s.Next(t.Context(), nil); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond) // let them queue behind the blocker
+	g.release <- struct{}{}
+	var sizes []int
+	for total := 0; total < 27; {
+		n := step()
+		sizes = append(sizes, n)
+		total += n
+	}
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range sizes {
+		if n != 3 {
+			t.Fatalf("steps of %v: want every one of the 3 sessions in each", sizes)
+		}
 	}
 }
