@@ -30,8 +30,10 @@ type Engine struct {
 	done   chan struct{}
 
 	// model serialises the model's use: a scheduler step, a sequence
-	// operation of a session.
-	model sync.Mutex
+	// operation of a session; modelClosed (under it) refuses use after
+	// Close.
+	model       sync.Mutex
+	modelClosed bool
 
 	// back[s]: sequence s was served by the last step, so it will likely be
 	// back in microseconds (its session picks a token and asks again); the
@@ -129,6 +131,7 @@ func (e *Engine) Close() error {
 	<-e.done
 	e.model.Lock()
 	defer e.model.Unlock()
+	e.modelClosed = true
 	return e.m.Close()
 }
 
@@ -164,6 +167,9 @@ func (e *Engine) release(seq int) {
 func (e *Engine) withModel(f func(m Model) error) error {
 	e.model.Lock()
 	defer e.model.Unlock()
+	if e.modelClosed {
+		return ErrClosed
+	}
 	return f(e.m)
 }
 

@@ -216,7 +216,7 @@ func (s *Session) feed(ctx context.Context, w want) error {
 func (s *Session) makeRoom(k int) error {
 	ctxLen := s.e.m.Context()
 	n := len(s.tokens)
-	if !s.opts.ContextShift {
+	if !s.opts.ContextShift || k >= ctxLen {
 		if n+k > ctxLen {
 			return fmt.Errorf("engine: %d tokens after %d do not fit the context of %d: %w", k, n, ctxLen, ErrContextFull)
 		}
@@ -225,16 +225,29 @@ func (s *Session) makeRoom(k int) error {
 	for n+k >= ctxLen {
 		keep := min(s.opts.Keep, n)
 		discard := (n - keep) / 2
-		if discard <= 0 || n-discard+k > ctxLen {
-			return fmt.Errorf("engine: %d tokens after %d do not fit the context of %d even after a shift (keeping %d): %w", k, n, ctxLen, keep, ErrContextFull)
+		if discard <= 0 {
+			if n+k <= ctxLen {
+				return nil // full to the last cell, as without a shift
+			}
+			return fmt.Errorf("engine: %d tokens after %d do not fit the context of %d, keeping %d: %w", k, n, ctxLen, keep, ErrContextFull)
 		}
+		removed := false
 		err := s.e.withModel(func(m Model) error {
 			if err := m.SeqRemove(s.seq, keep, keep+discard); err != nil {
 				return err
 			}
+			removed = true
 			return m.SeqShift(s.seq, keep+discard, n, -discard)
 		})
-		if err != nil {
+		switch {
+		case err != nil && removed:
+			// The cells after the hole could not move: keep what is whole.
+			s.e.withModel(func(m Model) error { return m.SeqRemove(s.seq, keep, -1) })
+			s.tokens = s.tokens[:keep]
+			return fmt.Errorf("engine: context shift (the session is cut to its first %d tokens): %w", keep, err)
+		case errors.Is(err, ErrUnsupported):
+			return fmt.Errorf("engine: the context of %d is full and this model cannot shift it (%v): %w", ctxLen, err, ErrContextFull)
+		case err != nil:
 			return fmt.Errorf("engine: context shift: %w", err)
 		}
 		s.tokens = append(s.tokens[:keep], s.tokens[keep+discard:]...)
@@ -382,5 +395,8 @@ func (s *Session) Close() error {
 	s.closed = true
 	err := s.e.withModel(func(m Model) error { return m.SeqRemove(s.seq, -1, -1) })
 	s.e.release(s.seq)
+	if errors.Is(err, ErrClosed) {
+		return nil // the engine and its cells are gone already
+	}
 	return err
 }

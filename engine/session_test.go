@@ -378,3 +378,23 @@ func TestStepsGatherSessions(t *testing.T) {
 		}
 	}
 }
+
+// A decode step through a session allocates nothing: the request, its
+// channel and the model's buffers are reused (the session's token lists
+// grow by doubling, which AllocsPerRun's average rounds away).
+func TestNextAllocatesNothing(t *testing.T) {
+	e := newEngine(t, synthModel(t, "Q4_0", 7, layers.Options{Context: 256}))
+	s := newSession(t, e, engine.SessionOptions{})
+	if err := s.Prefill(t.Context(), []int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := s.Next(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per token", allocs)
+	}
+}

@@ -168,13 +168,17 @@ func TestContextShift(t *testing.T) {
 				if nPast+1 >= tc.ctx {
 					keep := min(tc.keep, nPast)
 					discard := (nPast - keep) / 2
-					if discard <= 0 {
+					// Nothing to discard: llama-cli decodes into the last
+					// cell, and fails after it; glint stops there.
+					if discard <= 0 && nPast+1 > tc.ctx {
 						full = true
 						break
 					}
-					want = append(want[:keep], want[keep+discard:]...)
-					nPast -= discard
-					shifts++
+					if discard > 0 {
+						want = append(want[:keep], want[keep+discard:]...)
+						nPast -= discard
+						shifts++
+					}
 				}
 				want = append(want, next)
 				nPast++
