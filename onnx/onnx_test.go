@@ -550,3 +550,39 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// The engine runs over the ONNX runner's one sequence: a session's greedy
+// ids are the runner's own, a second session is refused, Truncate drops a
+// suffix (regenerating gives the same ids), and a full context ends the
+// generation (the graph applies RoPE itself, so there is no shift).
+func TestEngineSession(t *testing.T) {
+	m := open(t, gemmaDir(t, onnxtest.GemmaOptions{Seed: 6, Layers: 2, MaxPos: 16}))
+	prompt := []int32{onnxtest.BOSID, 270, 280, 300}
+	want := greedy(t, m, prompt, 6)
+	m.Reset()
+	e := engine.New(m)
+	defer e.Close()
+	s, err := e.NewSession(engine.SessionOptions{ContextShift: true, Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tm, err := s.Generate(t.Context(), prompt, engine.Options{MaxTokens: 6})
+	if err != nil || !slices.Equal(tm.Generated, want) {
+		t.Fatalf("session %v (%v), runner %v", tm.Generated, err, want)
+	}
+	if _, err := e.NewSession(engine.SessionOptions{}); err == nil {
+		t.Fatal("a second session on one sequence")
+	}
+	if err := s.Truncate(len(prompt) + 2); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Generate(t.Context(), nil, engine.Options{MaxTokens: 4})
+	if err != nil || !slices.Equal(again.Generated, want[2:6]) {
+		t.Fatalf("after Truncate %v (%v), want %v", again.Generated, err, want[2:6])
+	}
+	full, err := s.Generate(t.Context(), nil, engine.Options{MaxTokens: 20})
+	if err != nil || !full.ContextFull {
+		t.Fatalf("past the context of 16: %d tokens, ContextFull %v, %v", len(full.Generated), full.ContextFull, err)
+	}
+}
