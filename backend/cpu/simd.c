@@ -527,12 +527,14 @@ static A2 void pack2_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int
 INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const float *xc, size_t ldx, float *dst,
                          int m, int o0, int rows, int first) {
 	__m256 acc[T2][2];
+	UNROLL
 	for (int t = 0; t < T; t++) {
 		acc[t][0] = _mm256_setzero_ps();
 		acc[t][1] = _mm256_setzero_ps();
 	}
 	for (int kk = 0; kk < len; kk++) {
 		__m256 w0 = _mm256_load_ps(panel + kk * 16), w1 = _mm256_load_ps(panel + kk * 16 + 8);
+		UNROLL
 		for (int t = 0; t < T; t++) {
 			__m256 xv = _mm256_broadcast_ss(xc + (size_t)t * ldx + kk);
 			if (fused) {
@@ -547,12 +549,14 @@ INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const fl
 	if (rows == 16) {
 		// As in kern_avx512: every load before any store.
 		if (!first) {
+			UNROLL
 			for (int t = 0; t < T; t++) {
 				const float *d = dst + (size_t)t * m + o0;
 				acc[t][0] = _mm256_add_ps(acc[t][0], _mm256_loadu_ps(d));
 				acc[t][1] = _mm256_add_ps(acc[t][1], _mm256_loadu_ps(d + 8));
 			}
 		}
+		UNROLL
 		for (int t = 0; t < T; t++) {
 			float *d = dst + (size_t)t * m + o0;
 			_mm256_storeu_ps(d, acc[t][0]);
@@ -560,6 +564,7 @@ INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const fl
 		}
 		return;
 	}
+	UNROLL
 	for (int t = 0; t < T; t++) {
 		float *d = dst + (size_t)t * m + o0;
 		float out[16];
