@@ -16,11 +16,12 @@ BENCH_PROMPT   ?= Once upon a time
 BENCH_VOCAB    := $(SHARED)/models/llama.cpp-vocab/ggml-vocab-llama3-bpe.gguf
 
 # make bench-vs-llamacpp: the llama.cpp peer's bin folder, weight types, rounds,
-# threads.
+# threads, extra llama-bench arguments (--poll 0 on a busy machine).
 GLINT_LLAMACPP ?= .peer/llama.cpp-cpu/build/bin
 VS_TYPES       ?= Q4_0 Q8_0 F16 Q4_K_M
 VS_ROUNDS      ?= 3
 VS_THREADS     ?= 2
+VS_LLAMA_ARGS  ?=
 
 .PHONY: all build test lint demo bench bench-vs-llamacpp onnxruntime deps fuzz clean
 
@@ -84,7 +85,7 @@ bench-vs-llamacpp:
 		echo "  $(SHARED)/peers/build-llama.sh cpu .peer/llama.cpp-cpu"; \
 		echo "or point GLINT_LLAMACPP at a built peer's bin folder"; exit 1; \
 	fi
-	bash scripts/bench-vs-llamacpp.sh -p "$(GLINT_LLAMACPP)" -r $(VS_ROUNDS) -t $(VS_THREADS) $(VS_TYPES)
+	bash scripts/bench-vs-llamacpp.sh -p "$(GLINT_LLAMACPP)" -r $(VS_ROUNDS) -t $(VS_THREADS) -x "$(VS_LLAMA_ARGS)" $(VS_TYPES)
 
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:

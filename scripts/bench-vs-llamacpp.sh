@@ -3,7 +3,7 @@
 # Llama-3.2-1B-shaped files, alternating the two engines round by round, and
 # prints a markdown table of medians and glint/llama.cpp ratios on stdout
 # (progress on stderr). A benchmark: never part of `make test` or CI.
-#   scripts/bench-vs-llamacpp.sh [-p PEER_BIN] [-r ROUNDS] [-t THREADS] [-n TOKENS] [TYPE...]
+#   scripts/bench-vs-llamacpp.sh [-p PEER_BIN] [-r ROUNDS] [-t THREADS] [-n TOKENS] [-x ARGS] [TYPE...]
 # PEER_BIN: the peer's bin folder (default $GLINT_LLAMACPP, else
 #   .peer/llama.cpp-cpu/build/bin; build it with
 #   ../shared/peers/build-llama.sh cpu .peer/llama.cpp-cpu).
@@ -12,21 +12,25 @@
 # TBT), glint prefill (a 128-token prompt: 128 / TTFT) and llama-bench
 # (`-p 128 -n TOKENS -r 1`: pp128 and tgTOKENS), glint first on even rounds
 # and llama.cpp first on odd ones. GLINT_CPU_SIMD picks glint's kernel level.
+# -x adds llama-bench arguments: on a machine other work keeps busy,
+# `-x "--poll 0"` makes its idle threads sleep as glint's do instead of
+# spinning (llama.cpp's default, --poll 50, collapses when cores are shared).
 # The files are made once into .cache/: `generate synth --shape llama3.2-1b
 # --type F16` (with the Llama 3 vocabulary of ../shared when present), then
 # the peer's llama-quantize (`generate quantize` is byte-identical).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peer=${GLINT_LLAMACPP:-.peer/llama.cpp-cpu/build/bin}
-rounds=3 threads=2 tokens=32
-while getopts "p:r:t:n:h" opt; do
+rounds=3 threads=2 tokens=32 lbargs=""
+while getopts "p:r:t:n:x:h" opt; do
 	case $opt in
 	p) peer=$OPTARG ;;
 	r) rounds=$OPTARG ;;
 	t) threads=$OPTARG ;;
 	n) tokens=$OPTARG ;;
+	x) lbargs=$OPTARG ;;
 	*)
-		sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+		sed -n '2,20s/^# \{0,1\}//p' "$0" >&2
 		exit 2
 		;;
 	esac
@@ -84,7 +88,8 @@ glint_run() {
 
 # llama_run TYPE: appends llama-bench's TBT (ms) and pp128 speed (t/s).
 llama_run() {
-	"$peer/llama-bench" -m "$(file "$1")" -p 128 -n "$tokens" -t "$threads" -r 1 -o csv 2>/dev/null |
+	# shellcheck disable=SC2086 # lbargs is a list of arguments
+	"$peer/llama-bench" -m "$(file "$1")" -p 128 -n "$tokens" -t "$threads" -r 1 -o csv $lbargs 2>/dev/null |
 		awk -F, -v tbt="$tmp/$1.ltbt" -v pp="$tmp/$1.lpp" -v info="$tmp/peer" '
 			{ gsub(/"/, "") }
 			NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
@@ -111,7 +116,7 @@ stat() { sort -g "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v
 median() { sort -g "$1" | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", a / b}'; }
 
-echo "glint ($level kernels) vs llama.cpp ($peer, $(cat "$tmp/peer" 2>/dev/null || echo ?)), $threads threads, Llama-3.2-1B-shaped files, medians of $rounds alternated rounds (min–max):"
+echo "glint ($level kernels) vs llama.cpp ($peer, $(cat "$tmp/peer" 2>/dev/null || echo ?)), $threads threads${lbargs:+, llama-bench $lbargs}, Llama-3.2-1B-shaped files, medians of $rounds alternated rounds (min–max):"
 echo
 echo "| type | TBT glint ms | TBT llama.cpp ms | TBT glint/llama.cpp | pp128 glint t/s | pp128 llama.cpp t/s | pp128 glint/llama.cpp |"
 echo "|---|--:|--:|--:|--:|--:|--:|"
