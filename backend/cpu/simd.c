@@ -1295,7 +1295,10 @@ QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 
 // QMATMATX runs the QTILEX tiles over every row and token (xs may be NULL
 // where the tile does not read it). pairs: IQ4_NL decode (see QTILEX),
-// whose single token runs tiles of T = 1.
+// whose single token runs tiles of T = 1. Call them with a literal pairs (not
+// through a conditional function pointer): GCC then specialises them and
+// keeps the tiles' accumulators in registers, where an unknown pairs left
+// them on the stack.
 #define QMATMATX(name, attr, tile, R0)                                                                   \
 	static attr void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k,         \
 	                      const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {              \
@@ -2965,8 +2968,10 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 		if (m % 8 != 0) {
 			if (level >= 3 && n == 1) {
 				matvec_q32_vnni(T_Q4_0, q, d, s, k, w, rowBytes, lo, hi, dst);
+			} else if (level >= 3) {
+				matmat_q40l_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 			} else {
-				(level >= 3 ? matmat_q40l_vnni : matmat_q40l_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+				matmat_q40l_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 			}
 		} else if (level >= 4 && n == 1 && k >= 128 && k <= DECODE_KMAX) {
 			matvec_q4_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
@@ -2979,27 +2984,37 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 		}
 		break;
 	case T_Q8_0:
-		(level >= 3 ? matmat_q8_0_vnni : matmat_q8_0_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+		if (level >= 3) {
+			matmat_q8_0_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+		} else {
+			matmat_q8_0_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+		}
 		break;
 	case T_Q5_0:
 		if (level >= 3 && n == 1) {
 			matvec_q32_vnni(T_Q5_0, q, d, s, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
+			matmat_q5_0_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			(level >= 3 ? matmat_q5_0_vnni : matmat_q5_0_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q5_0_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q4_1:
 		if (level >= 3 && n == 1) {
 			matvec_q32_vnni(T_Q4_1, q, d, s, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
+			matmat_q4_1_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			(level >= 3 ? matmat_q4_1_vnni : matmat_q4_1_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q4_1_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q5_1:
 		if (level >= 3 && n == 1) {
 			matvec_q32_vnni(T_Q5_1, q, d, s, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
+			matmat_q5_1_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			(level >= 3 ? matmat_q5_1_vnni : matmat_q5_1_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q5_1_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_IQ4_NL:
