@@ -15,7 +15,15 @@ BENCH_THREADS  ?= 0
 BENCH_PROMPT   ?= Once upon a time
 BENCH_VOCAB    := $(SHARED)/models/llama.cpp-vocab/ggml-vocab-llama3-bpe.gguf
 
-.PHONY: all build test lint demo bench onnxruntime deps fuzz clean
+# make bench-vs-llamacpp: the llama.cpp peer's bin folder, weight types, rounds,
+# threads, extra llama-bench arguments (--poll 0 on a busy machine).
+GLINT_LLAMACPP ?= .peer/llama.cpp-cpu/build/bin
+VS_TYPES       ?= Q4_0 Q8_0 F16 Q4_K_M
+VS_ROUNDS      ?= 3
+VS_THREADS     ?= 2
+VS_LLAMA_ARGS  ?=
+
+.PHONY: all build test lint demo bench bench-vs-llamacpp onnxruntime deps fuzz clean
 
 all: build
 
@@ -67,6 +75,17 @@ bench: build
 		$(BIN)/generate report -b $(BENCH_BACKENDS) -m $$m -p "$(BENCH_PROMPT)" -n $(BENCH_N) \
 			--runs $(BENCH_RUNS) -t $(BENCH_THREADS) --out out/bench-$$t || status=1; \
 	done; exit $$status
+
+# glint's CPU backend against llama.cpp's llama-bench on the same 1B-shaped
+# files, alternated round by round: a markdown table of medians and ratios
+# (scripts/bench-vs-llamacpp.sh). The peer is built separately.
+bench-vs-llamacpp:
+	@if [ ! -x "$(GLINT_LLAMACPP)/llama-bench" ]; then \
+		echo "no llama.cpp peer in $(GLINT_LLAMACPP); build it (about 3 minutes) with"; \
+		echo "  $(SHARED)/peers/build-llama.sh cpu .peer/llama.cpp-cpu"; \
+		echo "or point GLINT_LLAMACPP at a built peer's bin folder"; exit 1; \
+	fi
+	bash scripts/bench-vs-llamacpp.sh -p "$(GLINT_LLAMACPP)" -r $(VS_ROUNDS) -t $(VS_THREADS) -x "$(VS_LLAMA_ARGS)" $(VS_TYPES)
 
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:

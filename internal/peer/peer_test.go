@@ -32,11 +32,6 @@ var peerFiles = []string{
 // from ggml. There only the argmax check applies; a listed run that meets
 // the bar fails the test, so that the list cannot go stale.
 var knownGaps = map[string]string{
-	// ggml sums Q8_0 block terms in 8 float lanes, fma(dw·dx, lane sum),
-	// reduced (l0+l4)+…; glint still sums them in float64.
-	"stories260K/stories260K-Q8_0.gguf/cpu/f16": "Q8_0 block-sum order", "stories260K/stories260K-Q8_0.gguf/cpu/f32": "Q8_0 block-sum order",
-	"stories260K/stories260K-Q8_0.gguf/opencl/f16": "Q8_0 block-sum order", "stories260K/stories260K-Q8_0.gguf/opencl/f32": "Q8_0 block-sum order",
-
 	// An F32 model over an f16 cache: K and V round to f16 after F32
 	// matmuls whose float sums ggml orders by its SIMD width (16 lanes
 	// here); llama.cpp's own AVX2 and AVX-512 builds agree on 70% of steps.
@@ -44,7 +39,8 @@ var knownGaps = map[string]string{
 	// OpenCL's attention and SiLU keep ggml's AVX2 arithmetic, where the
 	// CPU backend follows the AVX-512 build these were measured against
 	// (backend/cpu/flavor.go); its matmuls give the CPU's bits.
-	"kquants/kq-small-Q5_K_M.gguf/opencl/f16": "AVX2-flavoured attention and SiLU on OpenCL",
+	"kquants/kq-small-Q5_K_M.gguf/opencl/f16":      "AVX2-flavoured attention and SiLU on OpenCL",
+	"stories260K/stories260K-Q8_0.gguf/opencl/f16": "AVX2-flavoured attention and SiLU on OpenCL",
 }
 
 // TestTeacherForcedVsLlamaCpp compares glint's logits with llama.cpp's,
