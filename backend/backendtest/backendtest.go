@@ -52,6 +52,12 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"AttentionViews", testAttentionViews},
 		{"Softmax", testSoftmax},
 		{"Argmax", testArgmax},
+		{"RMSNormPerHead", testRMSNormPerHead},
+		{"LayerNorm", testLayerNorm},
+		{"GELU", testGELU},
+		{"AddBias", testAddBias},
+		{"Scale", testScale},
+		{"SoftCap", testSoftCap},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,16 +59,18 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if d == nil || xt == nil || wt == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, xt) {
 		return
 	}
-	cols := backend.Cols(xt)
-	if backend.Cols(d) != cols || len(wt.f32) != cols {
+	cols, k := backend.Cols(xt), len(wt.f32)
+	if backend.Cols(d) != cols || k == 0 || cols%k != 0 {
 		b.fail(backend.ShapeError("cpu: "+op, "x %v, w %v, dst %v", xt.shape, wt.shape, d.shape))
 		return
 	}
 	if n == 0 {
 		return
 	}
+	// A w shorter than a row normalises each of its runs: rows of k.
+	rows := n * (cols / k)
 	t := &b.pool.task
-	*t = task{kind: kRMSNorm, total: n, grain: max(1, minElemsPerTask/cols), dst: d.f32, x: xt.f32, y: wt.f32, k: cols, eps: eps}
+	*t = task{kind: kRMSNorm, total: rows, grain: max(1, minElemsPerTask/k), dst: d.f32, x: xt.f32, y: wt.f32, k: k, eps: eps}
 	b.pool.run()
 }
 
