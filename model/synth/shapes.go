@@ -109,6 +109,7 @@ func (s Shape) Config(arch string) (model.Config, error) {
 		c.TiedEmbeddings = false // llama.cpp's Phi-3 requires output.weight
 	case "gpt2":
 		c.TiedEmbeddings = false // the converter writes output.weight, a copy of token_embd
+		c.NHeadKV = c.NHead      // GPT-2 has no grouped-query attention
 	}
 	c, err := c.WithArch()
 	if err != nil {
