@@ -72,7 +72,7 @@ func synthCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "synth",
 		Usage:     "write a deterministic random-weight model of a named shape and architecture",
-		UsageText: "generate synth [--arch llama] --shape llama3.2-1b --type Q4_0 [--vocab ggml-vocab-llama3-bpe.gguf] [--hf] -o model.gguf",
+		UsageText: "generate synth [--arch llama] --shape llama3.2-1b --type Q4_0 [--vocab ggml-vocab-llama3-bpe.gguf] [--hf|--onnx] -o model.gguf",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "arch", Value: "llama", Usage: "architecture: " + strings.Join(model.Archs, ", ")},
 			&cli.StringFlag{Name: "shape", Value: "tiny", Usage: "shape name: " + strings.Join(synth.ShapeNames(), ", ")},
@@ -81,6 +81,7 @@ func synthCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1},
 			&cli.Float64Flag{Name: "std", Value: 0.02, Usage: "standard deviation of the weights"},
 			&cli.BoolFlag{Name: "hf", Usage: "write a Hugging Face directory (config.json + model.safetensors) instead of GGUF"},
+			&cli.BoolFlag{Name: "onnx", Usage: "gemma3 (F32): write the same weights as an ONNX decoder directory for -b onnx instead of GGUF"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "output file (or directory with --hf)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -90,9 +91,14 @@ func synthCommand() *cli.Command {
 				Std: float32(c.Float64("std")), VocabGGUF: c.String("vocab"), Progress: bar.Update,
 			}
 			var err error
-			if c.Bool("hf") {
+			switch {
+			case c.Bool("hf") && c.Bool("onnx"):
+				err = fmt.Errorf("synth: --hf and --onnx exclude each other")
+			case c.Bool("hf"):
 				err = synth.WriteHF(c.String("out"), o)
-			} else {
+			case c.Bool("onnx"):
+				err = synth.WriteONNX(c.String("out"), o)
+			default:
 				err = synth.WriteGGUF(c.String("out"), o)
 			}
 			bar.Finish()

@@ -11,6 +11,7 @@
 package synth
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -29,6 +30,7 @@ import (
 	"github.com/glint-llm/glint/model/gguf"
 	"github.com/glint-llm/glint/model/quant"
 	"github.com/glint-llm/glint/model/safetensors"
+	"github.com/glint-llm/glint/onnx/onnxtest"
 )
 
 // Options select what to write.
@@ -634,4 +636,91 @@ func hfConfig(c model.Config, voc *vocab) map[string]any {
 		cfg["rope_scaling"] = map[string]any{"type": "longrope", "short_factor": short, "long_factor": long}
 	}
 	return cfg
+}
+
+// WriteONNX writes the same Gemma 3 model as WriteGGUF with the same
+// options as an ONNX decoder folder that glint's ONNX Runtime path runs
+// (model.onnx with Gemma 3 270M's signature, config.json,
+// generation_config.json and the built-in tokenizer as tokenizer.json):
+// the independent engine the native Gemma 3 path is checked against. The
+// graph is onnxtest.WriteGemma3's, in float32, so only F32 is accepted;
+// weights past 1 GiB go to model.onnx_data.
+func WriteONNX(dir string, o Options) error {
+	if o.Arch != "gemma3" {
+		return fmt.Errorf("synth: WriteONNX: architecture %q (only gemma3)", o.Arch)
+	}
+	if o.VocabGGUF != "" {
+		return fmt.Errorf("synth: WriteONNX: a vocabulary file is not supported")
+	}
+	p, err := newPlan(o, 0)
+	if err != nil {
+		return err
+	}
+	if p.weight != dtype.F32 {
+		return fmt.Errorf("synth: WriteONNX: type %s (the graph is float32: use F32)", o.Type)
+	}
+	c := p.cfg
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	voc, err := builtinVocab(c.Vocab)
+	if err != nil {
+		return err
+	}
+	cfg := hfConfig(c, voc)
+	cfg["torch_dtype"] = "float32"
+	gen := map[string]any{"bos_token_id": voc.bos, "eos_token_id": []uint32{voc.eos, voc.eot}}
+	for name, v := range map[string]any{"config.json": cfg, "generation_config.json": gen} {
+		js, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), append(js, '\n'), 0o644); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := writeHFTokenizer(dir, voc); err != nil {
+		return err
+	}
+	shapes := map[string][]int{}
+	var total int64
+	for _, ts := range c.TensorShapes() {
+		shapes[ts.Name] = ts.Shape
+		total += 4 * int64(elems(ts.Shape))
+	}
+	progress := progressFunc(o, total)
+	weight := func(hf string) ([]float32, error) {
+		name, ok := model.GGUFName(c.Arch, hf)
+		if !ok || shapes[name] == nil {
+			return nil, fmt.Errorf("synth: no tensor for Hugging Face name %q", hf)
+		}
+		var buf bytes.Buffer
+		if err := p.tensorWriter(name, shapes[name], dtype.F32, true, progress)(&buf); err != nil {
+			return nil, err
+		}
+		f := make([]float32, buf.Len()/4)
+		dtype.DequantizeRow(dtype.F32, f, buf.Bytes())
+		return f, nil
+	}
+	external := ""
+	if total > 1<<30 {
+		external = "model.onnx_data"
+	}
+	g := onnxtest.Gemma3{
+		Vocab: c.Vocab, Hidden: c.NEmbd, Layers: c.NLayer, QHeads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
+		FF: c.NFF, RMSEps: c.RMSEps, RopeTheta: float64(c.RopeTheta), RopeLocalTheta: float64(c.RopeThetaSWA),
+		Window: c.SlidingWindow, Pattern: c.SWAPattern, QueryPreAttnScalar: float64(c.HeadDim), Weight: weight,
+	}
+	if err := onnxtest.WriteGemma3(filepath.Join(dir, "model.onnx"), external, g); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+
+func elems(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
 }
