@@ -1,6 +1,7 @@
-// Package glint is the library entry point: Open loads a Llama-family model
-// (GGUF file or Hugging Face directory) on a named backend — or an ONNX
-// export on ONNX Runtime — with its tokenizer, ready for engine.Generate.
+// Package glint is the library entry point: Open loads a model (Llama, Qwen,
+// Gemma, Phi-3 or GPT-2; a GGUF file or Hugging Face directory) on a named
+// backend — or an ONNX export on ONNX Runtime — with its tokenizer, ready
+// for engine.Generate.
 //
 //	m, err := glint.Open("model.gguf", glint.Options{Backend: "opencl"})
 //	ids := m.Tokenizer.Encode("Once upon a time", true)
@@ -165,8 +166,8 @@ func Open(path string, o Options) (*Model, error) {
 	m.Config = lm.Config()
 	m.LoadTime = time.Since(start)
 	c := m.Config
-	m.Info = fmt.Sprintf("%s (%s): %s: %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d, kv cache %v/%v",
-		b.Name(), b.Device(), filepath.Base(path), c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, o.cacheK, o.cacheV)
+	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d, kv cache %v/%v",
+		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, o.cacheK, o.cacheV)
 	return m, nil
 }
 
