@@ -125,8 +125,9 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 	if c.NHead <= 0 || c.NHeadKV <= 0 || c.NHead%c.NHeadKV != 0 {
 		return nil, fmt.Errorf("layers: %d heads do not divide into %d KV heads", c.NHead, c.NHeadKV)
 	}
-	if c.RopeAttnFactor > 0 && c.RopeAttnFactor != 1 {
-		return nil, fmt.Errorf("layers: a RoPE attention factor of %g (LongRoPE past its original context) is not supported", c.RopeAttnFactor)
+	if c.RopeAttnFactor > 0 && c.RopeAttnFactor != 1 || c.RopeFreqScale > 0 && c.RopeFreqScale != 1 {
+		return nil, fmt.Errorf("layers: RoPE scaled by a factor %g or an attention factor %g (linear scaling, LongRoPE) is not supported",
+			c.RopeFreqScale, c.RopeAttnFactor)
 	}
 	src = model.Unfused(src, c)
 	if o.Context <= 0 || c.NoRoPE && o.Context > c.Context {

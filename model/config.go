@@ -48,7 +48,8 @@ func (c Config) Validate() error {
 		name string
 		v    float32
 	}{{"embedding scale", c.EmbedScale}, {"query scale", c.QueryScale}, {"attention soft cap", c.AttnSoftCap},
-		{"final soft cap", c.FinalSoftCap}, {"sliding-window rope theta", c.RopeThetaSWA}} {
+		{"final soft cap", c.FinalSoftCap}, {"sliding-window rope theta", c.RopeThetaSWA},
+		{"rope frequency scale", c.RopeFreqScale}, {"rope attention factor", c.RopeAttnFactor}} {
 		if f.v < 0 || math.IsNaN(float64(f.v)) || math.IsInf(float64(f.v), 0) {
 			errs = append(errs, fmt.Errorf("%s %g must be a finite number ≥ 0", f.name, f.v))
 		}

@@ -127,10 +127,10 @@ func (h HFConfig) Llama3Scaling() (RopeScaling, bool, error) {
 	rs := h.RopeScaling
 	switch typ := rs.kind(); typ {
 	case "llama3":
-	case "default", "":
+	case "default", "", "linear":
 		return RopeScaling{}, false, nil
 	default:
-		return RopeScaling{}, false, fmt.Errorf("model: config.json: rope_scaling type %q is not supported (only llama3)", typ)
+		return RopeScaling{}, false, fmt.Errorf("model: config.json: rope_scaling type %q is not supported (only llama3 and linear)", typ)
 	}
 	// Defaults as in convert_hf_to_gguf.py.
 	s := RopeScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
@@ -270,6 +270,19 @@ func (h HFConfig) Config() (Config, error) {
 			return fail(fmt.Errorf("activation %q is not supported (want %s)", act, strings.Join(want, " or ")))
 		}
 	}
+	// Linear scaling, as convert_hf_to_gguf.py writes it: the angles
+	// divided by the factor (Gemma 3 from 4B up, on its global layers).
+	// Llama 3's and Phi-3's scalings are their frequency factors; any other
+	// (YaRN, dynamic NTK) is refused rather than run with wrong positions.
+	switch k := h.RopeScaling.kind(); {
+	case k == "linear":
+		if f := h.RopeScaling.Factor; f > 0 && f != 1 {
+			c.RopeFreqScale = 1 / float32(f)
+		}
+	case k == "" || k == "default" || k == "llama3" && arch == "llama" || (k == "longrope" || k == "su") && arch == "phi3":
+	default:
+		return fail(fmt.Errorf("rope_scaling %q is not supported", k))
+	}
 	switch arch {
 	case "llama":
 		_, scaled, err := h.Llama3Scaling()
@@ -302,9 +315,6 @@ func (h HFConfig) Config() (Config, error) {
 		if h.AttnLogitSoftcapping != nil || h.FinalLogitSoftcapping != nil {
 			return fail(fmt.Errorf("soft-capping is not part of Gemma 3"))
 		}
-		if k := h.RopeScaling.kind(); k != "" && k != "default" {
-			return fail(fmt.Errorf("rope_scaling %q is not supported", k))
-		}
 		c.RopeTheta = 1e6
 		if h.RopeTheta != nil {
 			c.RopeTheta = float32(*h.RopeTheta)
@@ -330,8 +340,6 @@ func (h HFConfig) Config() (Config, error) {
 			if h.OriginalMaxPositions != nil {
 				c.RopeOrigContext = *h.OriginalMaxPositions
 			}
-		} else if k := h.RopeScaling.kind(); k != "" && k != "default" {
-			return fail(fmt.Errorf("rope_scaling %q is not supported", k))
 		}
 	}
 	if c, err = c.WithArch(); err != nil {

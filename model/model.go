@@ -83,6 +83,10 @@ type Config struct {
 	// apply when the context exceeds RopeOrigContext.
 	HasRopeFactors  bool
 	RopeOrigContext int
+	// RopeFreqScale, when > 0 and not 1, multiplies the RoPE angles: linear
+	// scaling, 1/factor (rope.scaling.factor). Gemma 3 applies it to its
+	// global layers only.
+	RopeFreqScale float32
 	// RopeAttnFactor, when > 0 and not 1, scales RoPE's cos and sin
 	// (LongRoPE's √(1 + ln(scale)/ln(original context)), as llama.cpp's
 	// rope.scaling.attn_factor).
@@ -105,6 +109,16 @@ func (c Config) Sliding(il int) bool {
 	default:
 		return il%p < p-1
 	}
+}
+
+// LayerRopeFreqScale is the linear RoPE scaling of layer il (0: none):
+// RopeFreqScale, but none on Gemma 3's sliding layers, as llama.cpp and
+// transformers apply it.
+func (c Config) LayerRopeFreqScale(il int) float32 {
+	if c.Arch == "gemma3" && c.Sliding(il) {
+		return 0
+	}
+	return c.RopeFreqScale
 }
 
 // LayerRopeTheta is the RoPE base of layer il.

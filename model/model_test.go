@@ -228,6 +228,7 @@ func TestConfigFromHF(t *testing.T) {
 		{"gemma 3 multimodal", `{"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3"}`, "Gemma3ForCausalLM"},
 		{"mamba", `{"architectures":["MambaForCausalLM"],"model_type":"mamba"}`, "(supported: LlamaForCausalLM, Qwen2ForCausalLM,"},
 		{"activation", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"hidden_act":"relu"}`, `activation "relu" is not supported`},
+		{"qwen2 yarn", `{"model_type":"qwen2","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"rope_scaling":{"type":"yarn","factor":4}}`, `rope_scaling "yarn" is not supported`},
 		{"gemma 3 soft cap", `{"model_type":"gemma3_text","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"final_logit_softcapping":30}`, "soft-capping"},
 		{"layer types", `{"model_type":"gemma3_text","hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,"intermediate_size":8,"layer_types":["sliding_attention","full_attention","full_attention"]}`, "one period"},
 		{"not json", "{", "config.json"},
@@ -255,6 +256,15 @@ func TestConfigFromHF(t *testing.T) {
 		SlidingWindow: 512, SWAPattern: 6, RopeThetaSWA: 10000}
 	if c != want {
 		t.Errorf("gemma 3 270M:\ngot  %+v\nwant %+v", c, want)
+	}
+	// Gemma 3 4B's linear scaling (factor 8) applies to its global layers.
+	g4 := strings.Replace(string(gemma), `"rope_scaling": null`, `"rope_scaling": {"rope_type": "linear", "factor": 8.0}`, 1)
+	c4, err := model.ConfigFromHF([]byte(g4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c4.RopeFreqScale != 0.125 || c4.LayerRopeFreqScale(0) != 0 || c4.LayerRopeFreqScale(5) != 0.125 {
+		t.Errorf("linear scaling: %g, layer 0 %g, layer 5 %g", c4.RopeFreqScale, c4.LayerRopeFreqScale(0), c4.LayerRopeFreqScale(5))
 	}
 	for il, global := range []bool{false, false, false, false, false, true, false, false, false, false, false, true} {
 		if c.Sliding(il) == global || c.LayerRopeTheta(il) != map[bool]float32{true: 1e6, false: 1e4}[global] {

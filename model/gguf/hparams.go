@@ -52,6 +52,10 @@ func HParams(c model.Config) ([]KV, error) {
 	if c.SlidingWindow > 0 {
 		add("attention.sliding_window", uint32(c.SlidingWindow))
 	}
+	if fs := c.RopeFreqScale; fs > 0 && fs != 1 {
+		add("rope.scaling.type", "linear")
+		add("rope.scaling.factor", 1/fs)
+	}
 	if c.HasRopeFactors {
 		add("rope.scaling.original_context_length", uint32(c.RopeOrigContext))
 		if c.RopeAttnFactor > 0 && c.RopeAttnFactor != 1 {

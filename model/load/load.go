@@ -146,12 +146,18 @@ func ConfigFromGGUF(f *gguf.File) (model.Config, error) {
 	}
 	c.HasRopeFreqs = f.Has("rope_freqs.weight")
 	c.TiedEmbeddings = !f.Has("output.weight")
-	// Linear and YaRN scaling are not implemented: refuse them rather than
-	// run with the wrong positions. Phi-3's LongRoPE is its factor tensors.
+	// Linear scaling divides the angles by its factor (llama.cpp reads the
+	// factor whatever the type says); YaRN is not implemented: refuse it
+	// rather than run with the wrong positions. Phi-3's LongRoPE is its
+	// factor tensors.
 	scaling, _ := r.str(keyRopeScaling)
-	factor := r.floatOr(keyRopeFactor, 0)
-	if !(arch == "phi3" && scaling == "longrope") && (scaling != "" && scaling != "none" && scaling != "linear" || factor != 0 && factor != 1) {
+	factor := float32(r.floatOr(keyRopeFactor, 0))
+	switch {
+	case arch == "phi3" && scaling == "longrope":
+	case scaling != "" && scaling != "none" && scaling != "linear":
 		r.errs = append(r.errs, fmt.Errorf("rope scaling %q with factor %g is not supported", scaling, factor))
+	case factor != 0 && factor != 1:
+		c.RopeFreqScale = 1 / factor
 	}
 	switch arch {
 	case "gemma2":

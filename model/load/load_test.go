@@ -146,6 +146,13 @@ func TestConfigFromGGUFErrors(t *testing.T) {
 			}
 		})
 	}
+	// Linear scaling: the angles divided by the factor.
+	lin := ggufWith(t, nil, map[string]any{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float32(4)}, nil)
+	if f, err := load.Open(lin); err != nil || f.Config.RopeFreqScale != 0.25 {
+		t.Errorf("linear scaling: %v, %+v", err, f)
+	} else {
+		f.Close()
+	}
 	// Defaults: no head_count_kv, freq_base, key_length, dimension_count or
 	// vocab_size (taken from the token list).
 	p := ggufWith(t, []string{"llama.attention.head_count_kv", "llama.rope.freq_base", "llama.attention.key_length",
