@@ -239,10 +239,13 @@ func (r *refModel) step(id int32, pos int) []float64 {
 				for d, qd := range qh {
 					s += qd * r.k[il][j][g*hd+d]
 				}
+				// Gemma 2 caps the scaled score (transformers: scaling, then
+				// softcap·tanh(s/softcap)).
+				s *= scale
 				if c.AttnSoftCap > 0 {
 					s = float64(c.AttnSoftCap) * math.Tanh(s/float64(c.AttnSoftCap))
 				}
-				scores[j] = s * scale
+				scores[j] = s
 				mx = math.Max(mx, scores[j])
 			}
 			var sum float64
@@ -342,10 +345,11 @@ func synthArch(t testing.TB, arch, typ string, hf bool) string {
 // the sliding window of 8, so that windowed layers drop positions) through
 // 4 decode steps. The difference is float32 rounding (≲ 1e-6 relative) and,
 // where GELU's f16 rounding meets a value that float32 and float64 round to
-// neighbouring f16s, a step of 2⁻¹¹ in one activation: 2e-4 of the logits'
-// scale bounds both.
+// neighbouring f16s, a step of 2⁻¹¹ in one activation, each moving the
+// logits by up to ~1e-4; such flips add up with depth (26-layer Gemma 2:
+// 2.3e-4 of the logits' scale measured), so 5e-4 of the scale bounds them.
 func TestArchitecturesVsFloat64Reference(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "gpt2"} {
+	for _, arch := range model.Archs {
 		t.Run(arch, func(t *testing.T) {
 			path := synthArch(t, arch, "F32", false)
 			f, err := load.Open(path)
@@ -386,7 +390,7 @@ func TestArchitecturesVsFloat64Reference(t *testing.T) {
 					}
 				}
 				worst, scale = math.Max(worst, diff), math.Max(scale, sc)
-				if diff > 2e-4*sc {
+				if diff > 5e-4*sc {
 					t.Errorf("step %d: max |Δlogit| %.3g against the reference (scale %.3g)", step, diff, sc)
 				}
 				next := int32(best)

@@ -140,6 +140,17 @@ func forcedVsPeer(t *testing.T, dir, path, prompt, be, ct string, steps int) (wi
 	return within, mean
 }
 
+// archGaps are the architecture runs that miss the bar, with why; as for
+// knownGaps, only the argmax check applies, and a listed run that meets the
+// bar fails the test.
+var archGaps = map[string]string{
+	// glibc 2.36's tanhf (fdlibm's, via expm1f) is off the correctly
+	// rounded result by an ulp for ~40% of arguments; the CPU backend calls
+	// it as llama.cpp does, OpenCL's tanh differs in the last bit, and in
+	// the attention soft cap that flips a Q8_0-rounded activation.
+	"gemma2/Q4_0/opencl": "OpenCL's tanh in the attention soft cap is not glibc's tanhf",
+}
+
 // TestArchitecturesVsLlamaCpp holds the architectures llama.cpp c392e509
 // reads (Qwen 2, Phi-3, Gemma 2, GPT-2) to the same bar as the staged
 // Llama files: synthetic models at std 0.05 (at 0.2 small random models
@@ -157,7 +168,7 @@ func TestArchitecturesVsLlamaCpp(t *testing.T) {
 		backends = append(backends, "opencl")
 	}
 	tmp := t.TempDir()
-	for _, arch := range []string{"qwen2", "gpt2"} {
+	for _, arch := range []string{"qwen2", "phi3", "gemma2", "gpt2"} {
 		shape := "tiny"
 		if arch == "gemma2" {
 			shape = "gemma2-tiny"
@@ -168,8 +179,15 @@ func TestArchitecturesVsLlamaCpp(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, be := range backends {
-				t.Run(fmt.Sprintf("%s/%s/%s", arch, typ, be), func(t *testing.T) {
+				name := fmt.Sprintf("%s/%s/%s", arch, typ, be)
+				t.Run(name, func(t *testing.T) {
 					within, mean := forcedVsPeer(t, dir, path, "Sam found a shiny", be, "f16", 24)
+					if why, known := archGaps[name]; known {
+						if within >= 0.95 && math.Abs(mean) <= 1e-3 {
+							t.Errorf("meets the bar now: remove it from archGaps (%s)", why)
+						}
+						return
+					}
 					if within < 0.95 {
 						t.Errorf("only %.0f%% of steps within 2e-3 of llama.cpp (95%% needed)", 100*within)
 					}
