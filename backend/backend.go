@@ -18,6 +18,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/glint-llm/glint/dtype"
 )
@@ -43,6 +44,27 @@ type Rope struct {
 	// are adjacent (2i, 2i+1), as in GGUF llama files whose Q/K rows the
 	// converter permuted.
 	NeoX bool
+	// FreqScale, when neither 0 nor 1, multiplies every angle (linear
+	// scaling, 1/factor: Gemma 3's global layers from 4B up).
+	FreqScale float32
+	// AttnFactor, when neither 0 nor 1, multiplies cos and sin (LongRoPE's
+	// attention factor, ggml's mscale: Phi-3.5, Phi-3 128k).
+	AttnFactor float32
+}
+
+// Scales returns FreqScale and AttnFactor with 0 read as 1 (ggml applies
+// both always; a product by 1 is exact), and whether both are finite and
+// not negative.
+func (r Rope) Scales() (freqScale, attnFactor float32, ok bool) {
+	freqScale, attnFactor = r.FreqScale, r.AttnFactor
+	if freqScale == 0 {
+		freqScale = 1
+	}
+	if attnFactor == 0 {
+		attnFactor = 1
+	}
+	ok = freqScale > 0 && attnFactor > 0 && !math.IsInf(float64(freqScale), 0) && !math.IsInf(float64(attnFactor), 0)
+	return freqScale, attnFactor, ok
 }
 
 // Backend is a device that stores tensors and runs ops on them.

@@ -73,6 +73,9 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 18, Theta: 1e4})
 		}},
 		{"RoPE heads", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 3, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4}) }},
+		{"RoPE negative scale", func(be backend.Backend, k *kit) {
+			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4, FreqScale: -1})
+		}},
 		{"RoPE freqs size", func(be backend.Backend, k *kit) {
 			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4, Freqs: k.norm})
 		}},

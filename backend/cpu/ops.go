@@ -106,10 +106,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	if xt == nil || pt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) {
 		return
 	}
+	freqScale, mscale, scalesOK := r.Scales()
 	if heads <= 0 || headDim <= 0 || backend.Cols(xt) != heads*headDim || len(pt.i32) < n ||
-		r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || !(r.Theta > 0) {
-		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, %d positions for n = %d, rope dims %d theta %g",
-			xt.shape, heads, headDim, len(pt.i32), n, r.Dims, r.Theta))
+		r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || !(r.Theta > 0) || !scalesOK {
+		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, %d positions for n = %d, rope dims %d theta %g, scales %g %g",
+			xt.shape, heads, headDim, len(pt.i32), n, r.Dims, r.Theta, r.FreqScale, r.AttnFactor))
 		return
 	}
 	half := r.Dims / 2
@@ -131,8 +132,9 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	cs := b.ropeCS[:2*half]
 	// ggml's rope, operation for operation: the angle of pair i is the
 	// position times thetaScaleⁱ, the power taken by repeated float32
-	// multiplication (and divided by Llama 3's frequency factor), its cos
-	// and sin rounded to float32, and the rotation two fused multiply-adds
+	// multiplication (and divided by Llama 3's frequency factor, then
+	// multiplied by a linear scaling's 1/factor), its cos and sin rounded
+	// to float32 (and multiplied by LongRoPE's attention factor), and the rotation two fused multiply-adds
 	// of a rounded product, as gcc contracts ggml's x0·cos − x1·sin and
 	// x0·sin + x1·cos (checked against the peer's rope output). Keys
 	// rounded into an f16 cache then match llama.cpp's bit for bit.
@@ -149,7 +151,10 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			if freqs != nil {
 				t = theta / freqs[i]
 			}
-			cs[2*i], cs[2*i+1] = libmCosSin(t)
+			// ggml's rope_yarn without YaRN: the angle times freq_scale,
+			// cos and sin times mscale (products by 1 when unscaled).
+			c, s := libmCosSin(freqScale * t)
+			cs[2*i], cs[2*i+1] = c*mscale, s*mscale
 			theta *= thetaScale
 		}
 

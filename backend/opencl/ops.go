@@ -214,6 +214,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		b.shape(op, "rope theta %v is not positive", r.Theta)
 		return
 	}
+	freqScale, mscale, ok := r.Scales()
+	if !ok {
+		b.shape(op, "rope scales %v and %v are not finite and positive", r.FreqScale, r.AttnFactor)
+		return
+	}
 	var freqs *tensor
 	if r.Freqs != nil {
 		if freqs = b.own(op, "rope freqs", r.Freqs); freqs == nil {
@@ -246,6 +251,8 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		neox = 1
 	}
 	b.argI32(k, 8, neox)
+	b.argF32(k, 9, freqScale)
+	b.argF32(k, 10, mscale)
 	local := 1
 	for local*2 <= r.Dims/2 && local*2 <= k.wg {
 		local *= 2
