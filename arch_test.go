@@ -21,7 +21,7 @@ import (
 // where ORT computes it in float32. The KV caches are F32, as ORT's are.
 func TestGemma3VsONNXRuntime(t *testing.T) {
 	dir := t.TempDir()
-	o := synth.Options{Arch: "gemma3", Shape: "tiny", Type: "F32", Seed: 11, Std: 0.05}
+	o := synth.Options{Arch: "gemma3", Shape: "gemma3-tiny", Type: "F32", Seed: 11, Std: 0.05}
 	gg, ox := filepath.Join(dir, "gemma3.gguf"), filepath.Join(dir, "onnx")
 	if err := synth.WriteGGUF(gg, o); err != nil {
 		t.Fatal(err)

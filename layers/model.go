@@ -125,10 +125,6 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 	if c.NHead <= 0 || c.NHeadKV <= 0 || c.NHead%c.NHeadKV != 0 {
 		return nil, fmt.Errorf("layers: %d heads do not divide into %d KV heads", c.NHead, c.NHeadKV)
 	}
-	if c.RopeAttnFactor > 0 && c.RopeAttnFactor != 1 || c.RopeFreqScale > 0 && c.RopeFreqScale != 1 {
-		return nil, fmt.Errorf("layers: RoPE scaled by a factor %g or an attention factor %g (linear scaling, LongRoPE) is not supported",
-			c.RopeFreqScale, c.RopeAttnFactor)
-	}
 	src = model.Unfused(src, c)
 	if o.Context <= 0 || c.NoRoPE && o.Context > c.Context {
 		// GPT-2 has a position embedding for its trained context only.
@@ -197,7 +193,8 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 	}
 	m.s = State{B: b, C: c, WS: ws, KV: kv}
 	for il := range c.NLayer {
-		m.s.Ropes = append(m.s.Ropes, backend.Rope{Dims: c.RopeDims, Theta: c.LayerRopeTheta(il), Freqs: m.RopeFreqs, NeoX: c.RopeNeoX})
+		m.s.Ropes = append(m.s.Ropes, backend.Rope{Dims: c.RopeDims, Theta: c.LayerRopeTheta(il), Freqs: m.RopeFreqs, NeoX: c.RopeNeoX,
+			FreqScale: c.LayerRopeFreqScale(il), AttnFactor: c.RopeAttnFactor})
 	}
 	if err := b.Sync(); err != nil {
 		m.Close()

@@ -141,8 +141,10 @@ func (r *refModel) norm(x []float64, name string) []float64 {
 }
 
 // rope rotates each head of x at position pos: pair i by
-// pos·base^(−2i/dims)/f_i, pairs (i, i+dims/2) for NeoX, else (2i, 2i+1).
-func (r *refModel) rope(x []float64, heads, pos int, base float64) {
+// scale·pos·base^(−2i/dims)/f_i (scale: linear scaling, 1 when 0), pairs
+// (i, i+dims/2) for NeoX, else (2i, 2i+1), cos and sin times LongRoPE's
+// attention factor.
+func (r *refModel) rope(x []float64, heads, pos int, base, scale float64) {
 	c := r.c
 	var freqs []float64
 	for _, n := range []string{"rope_freqs.weight", "rope_factors_short.weight"} {
@@ -158,11 +160,17 @@ func (r *refModel) rope(x []float64, heads, pos int, base float64) {
 			if freqs != nil {
 				theta /= freqs[i]
 			}
+			if scale > 0 {
+				theta *= scale
+			}
 			a, b := 2*i, 2*i+1
 			if c.RopeNeoX {
 				a, b = i, i+half
 			}
 			cs, sn := math.Cos(theta), math.Sin(theta)
+			if m := float64(c.RopeAttnFactor); m > 0 {
+				cs, sn = cs*m, sn*m
+			}
 			v[a], v[b] = v[a]*cs-v[b]*sn, v[a]*sn+v[b]*cs
 		}
 	}
@@ -214,8 +222,9 @@ func (r *refModel) step(id int32, pos int) []float64 {
 			if sliding && c.RopeThetaSWA > 0 {
 				base = float64(c.RopeThetaSWA)
 			}
-			r.rope(qv, c.NHead, pos, base)
-			r.rope(kvv, c.NHeadKV, pos, base)
+			scale := float64(c.LayerRopeFreqScale(il))
+			r.rope(qv, c.NHead, pos, base, scale)
+			r.rope(kvv, c.NHeadKV, pos, base, scale)
 		}
 		r.k[il], r.v[il] = append(r.k[il], kvv), append(r.v[il], vv)
 		// Gemma and Phi-3 scale q by their query scale, the others the
@@ -313,10 +322,14 @@ func (r *refModel) step(id int32, pos int) []float64 {
 }
 
 // archShape is the synthetic shape each architecture is tested on: tiny,
-// but Gemma 2's must have 26 layers for llama.cpp to read it.
+// but Gemma 2's must have 26 layers for llama.cpp to read it, and Gemma 3
+// needs six to have a global layer.
 func archShape(arch string) string {
-	if arch == "gemma2" {
+	switch arch {
+	case "gemma2":
 		return "gemma2-tiny"
+	case "gemma3":
+		return "gemma3-tiny" // five sliding layers and a global one
 	}
 	return "tiny"
 }

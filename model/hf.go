@@ -177,12 +177,18 @@ func (h HFConfig) LongRoPE(ropeDims int) (short, long []float32, attnFactor floa
 	if h.MaxPositions != nil {
 		maxPos = *h.MaxPositions
 	}
-	attnFactor = 1
-	if orig > 0 && maxPos > orig {
-		scale := float64(maxPos) / float64(orig)
-		attnFactor = float32(math.Sqrt(1 + math.Log(scale)/math.Log(float64(orig))))
+	return short, long, LongRoPEAttnFactor(maxPos, orig), true, nil
+}
+
+// LongRoPEAttnFactor is LongRoPE's scale of cos and sin for a model of
+// context ctx trained from context orig, √(1 + ln(ctx/orig)/ln(orig)), as
+// convert_hf_to_gguf.py computes it; 1 when ctx does not exceed orig.
+func LongRoPEAttnFactor(ctx, orig int) float32 {
+	if orig <= 1 || ctx <= orig {
+		return 1
 	}
-	return short, long, attnFactor, true, nil
+	scale := float64(ctx) / float64(orig)
+	return float32(math.Sqrt(1 + math.Log(scale)/math.Log(float64(orig))))
 }
 
 // Config converts to glint's Config, with transformers' defaults for each

@@ -28,6 +28,9 @@ type Shape struct {
 	// Window is the sliding window of the architectures that have one
 	// (Gemma, Phi-3); 0 takes Window's default: 4096, Phi-3's 2047.
 	Window int
+	// RopeFactor, when set, is a linear RoPE scaling factor for Gemma 3's
+	// global layers (its 4B and larger models have 8).
+	RopeFactor float32
 	// Arch, when set, is the architecture the shape was made for; Config
 	// of another is an error (Gemma 2's, whose layer count llama.cpp reads
 	// as its model size, must have 26 layers to be read at all).
@@ -41,7 +44,8 @@ var llama3Scaling = model.RopeScaling{Factor: 32, LowFreqFactor: 1, HighFreqFact
 // "small" is the staged llama3-small's (its 256-wide rows make the tied
 // embedding Q6_K in the Q4_0 mix); "tiny" is the smallest useful model, of
 // any architecture but Gemma 2, whose smallest is "gemma2-tiny"; its
-// sliding window of 8 makes short tests cross it. "qwen2.5-0.5b",
+// sliding window of 8 makes short tests cross it. "gemma3-tiny" has the six
+// layers that give Gemma 3 a global layer, with 4B's linear RoPE scaling. "qwen2.5-0.5b",
 // "qwen3-0.6b" and "gemma3-270m" are those models' geometries.
 var Shapes = map[string]Shape{
 	"llama3.2-1b": {Name: "llama3.2-1b", NLayer: 16, NEmbd: 2048, NHead: 32, NHeadKV: 8, HeadDim: 64, NFF: 8192,
@@ -58,6 +62,8 @@ var Shapes = map[string]Shape{
 		Vocab: 512, Context: 512, RopeTheta: 10000, Tied: true},
 	"tiny": {Name: "tiny", NLayer: 2, NEmbd: 64, NHead: 4, NHeadKV: 2, HeadDim: 16, NFF: 128,
 		Vocab: 512, Context: 2048, RopeTheta: 500000, Llama3Rope: true, Tied: true, Window: 8},
+	"gemma3-tiny": {Name: "gemma3-tiny", NLayer: 6, NEmbd: 64, NHead: 4, NHeadKV: 2, HeadDim: 16, NFF: 128,
+		Vocab: 512, Context: 2048, RopeTheta: 1000000, Tied: true, Window: 8, RopeFactor: 8, Arch: "gemma3"},
 	"gemma2-tiny": {Name: "gemma2-tiny", NLayer: 26, NEmbd: 64, NHead: 4, NHeadKV: 2, HeadDim: 16, NFF: 128,
 		Vocab: 512, Context: 2048, RopeTheta: 10000, Tied: true, Window: 8, Arch: "gemma2"},
 	"qwen2.5-0.5b": {Name: "qwen2.5-0.5b", NLayer: 24, NEmbd: 896, NHead: 14, NHeadKV: 2, HeadDim: 64, NFF: 4864,
@@ -100,12 +106,17 @@ func (s Shape) Config(arch string) (model.Config, error) {
 		c.SlidingWindow = cmp.Or(s.Window, 4096)
 		if arch == "gemma2" {
 			c.AttnSoftCap, c.FinalSoftCap = 50, 30
+		} else if s.RopeFactor > 0 {
+			c.RopeFreqScale = 1 / s.RopeFactor
 		}
 	case "qwen2", "qwen3":
 		c.RMSEps = 1e-6
 	case "phi3":
 		c.SlidingWindow = cmp.Or(s.Window, 2047)
-		c.HasRopeFactors, c.RopeOrigContext = true, c.Context
+		// LongRoPE trained at half the context, so that its attention
+		// factor applies (as Phi-3.5's, 131072 from 4096, does).
+		c.HasRopeFactors, c.RopeOrigContext = true, c.Context/2
+		c.RopeAttnFactor = model.LongRoPEAttnFactor(c.Context, c.RopeOrigContext)
 		c.TiedEmbeddings = false // llama.cpp's Phi-3 requires output.weight
 	case "gpt2":
 		c.TiedEmbeddings = false // the converter writes output.weight, a copy of token_embd

@@ -12,6 +12,7 @@ package synth
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -620,6 +621,9 @@ func hfConfig(c model.Config, voc *vocab) map[string]any {
 			break
 		}
 		cfg["rope_local_base_freq"] = c.RopeThetaSWA
+		if c.RopeFreqScale > 0 && c.RopeFreqScale != 1 {
+			cfg["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": 1 / c.RopeFreqScale}
+		}
 		cfg["sliding_window_pattern"] = c.SWAPattern
 		types := make([]string, c.NLayer)
 		for il := range types {
@@ -710,6 +714,7 @@ func WriteONNX(dir string, o Options) error {
 		Vocab: c.Vocab, Hidden: c.NEmbd, Layers: c.NLayer, QHeads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
 		FF: c.NFF, RMSEps: c.RMSEps, RopeTheta: float64(c.RopeTheta), RopeLocalTheta: float64(c.RopeThetaSWA),
 		Window: c.SlidingWindow, Pattern: c.SWAPattern, QueryPreAttnScalar: float64(c.HeadDim), Weight: weight,
+		RopeFactor: 1 / float64(cmp.Or(c.RopeFreqScale, 1)),
 	}
 	if err := onnxtest.WriteGemma3(filepath.Join(dir, "model.onnx"), external, g); err != nil {
 		return fmt.Errorf("synth: %w", err)

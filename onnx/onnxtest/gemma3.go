@@ -17,6 +17,9 @@ type Gemma3 struct {
 	RopeTheta, RopeLocalTheta float64
 	Window, Pattern           int
 	QueryPreAttnScalar        float64
+	// RopeFactor, when above 1, is the global layers' linear RoPE scaling
+	// (transformers divides their inv_freq by it).
+	RopeFactor float64
 	// Weight returns a tensor by its Hugging Face name
 	// ("model.layers.0.self_attn.q_proj.weight"): matrices [out, in]
 	// row-major; norms as Hugging Face stores them, w (applied as 1 + w).
@@ -131,20 +134,23 @@ func buildGemma3(o *Gemma3) (*Model, error) {
 	// emb = [angles, angles], x·cos + rotate_half(x)·sin, rotate_half(x) =
 	// [−x₂, x₁]; per base, cos and sin [batch, 1, seq, hd].
 	posF := b.op("Unsqueeze", []string{b.op("Cast", []string{"position_ids"}, AttrInt("to", int64(Float))), b.i64(2)})
-	cosSin := func(base float64) (string, string) {
+	cosSin := func(base, factor float64) (string, string) {
 		inv := make([]float32, hd/2)
 		for i := range inv {
 			// 1/(base^(2i/d)) with the exponent and power in float32.
 			e := float32(2*i) / float32(hd)
 			inv[i] = 1 / float32(math.Pow(float64(float32(base)), float64(e)))
+			if factor > 1 {
+				inv[i] /= float32(factor)
+			}
 		}
 		ang := b.op("Mul", []string{posF, b.init(&Tensor{Name: b.name("inv_freq"), Type: Float, Dims: []int64{hd / 2}, Float: inv})})
 		emb := b.op("Concat", []string{ang, ang}, AttrInt("axis", -1))
 		ax1 := b.i64(1)
 		return b.op("Unsqueeze", []string{b.op("Cos", []string{emb}), ax1}), b.op("Unsqueeze", []string{b.op("Sin", []string{emb}), ax1})
 	}
-	gCos, gSin := cosSin(o.RopeTheta)
-	lCos, lSin := cosSin(o.RopeLocalTheta)
+	gCos, gSin := cosSin(o.RopeTheta, o.RopeFactor)
+	lCos, lSin := cosSin(o.RopeLocalTheta, 1)
 	hStart, hMid, hEnd, ax3 := b.i64(0), b.i64(hd/2), b.i64(hd), b.i64(3)
 	rope := func(x, cos, sin string) string {
 		lo := b.op("Slice", []string{x, hStart, hMid, ax3})
