@@ -488,37 +488,11 @@ func WriteGGUF(path string, o Options) error {
 // stored; every tensor, norms included, has that type, as in a Hugging Face
 // checkpoint. No tokenizer files are written.
 func WriteHF(dir string, o Options) error {
-	if o.VocabGGUF != "" {
-		return fmt.Errorf("synth: WriteHF: a vocabulary file is not supported")
-	}
-	p, err := newPlan(o, 0)
+	p, err := hfFolder(dir, o, "WriteHF", nil)
 	if err != nil {
 		return err
-	}
-	if p.weight.Quantized() {
-		return fmt.Errorf("synth: WriteHF: type %s cannot be stored in safetensors (use F32, F16 or BF16)", o.Type)
 	}
 	c := p.cfg
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("synth: %w", err)
-	}
-	voc, err := builtinVocab(c.Vocab)
-	if err != nil {
-		return err
-	}
-	torchDType := map[dtype.Type]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16"}[p.weight]
-	cfg := hfConfig(c, voc)
-	cfg["torch_dtype"] = torchDType
-	cj, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return fmt.Errorf("synth: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(cj, '\n'), 0o644); err != nil {
-		return fmt.Errorf("synth: %w", err)
-	}
-	if err := writeHFTokenizer(dir, voc); err != nil {
-		return err
-	}
 	w := safetensors.NewWriter()
 	w.SetMetadata("format", "pt")
 	var shapes []model.TensorShape
@@ -552,6 +526,53 @@ func WriteHF(dir string, o Options) error {
 		return fmt.Errorf("synth: %w", err)
 	}
 	return nil
+}
+
+// hfFolder starts a Hugging Face style folder for WriteHF and WriteONNX:
+// it resolves the options (float types only: F32, F16 or BF16, and F32
+// alone for ONNX) and writes config.json, the built-in tokenizer and,
+// when gen is not nil, generation_config.json.
+func hfFolder(dir string, o Options, what string, gen func(*vocab) map[string]any) (*plan, error) {
+	if o.VocabGGUF != "" {
+		return nil, fmt.Errorf("synth: %s: a vocabulary file is not supported", what)
+	}
+	p, err := newPlan(o, 0)
+	if err != nil {
+		return nil, err
+	}
+	torchDType := map[dtype.Type]string{dtype.F32: "float32", dtype.F16: "float16", dtype.BF16: "bfloat16"}[p.weight]
+	switch {
+	case torchDType == "":
+		return nil, fmt.Errorf("synth: %s: type %s cannot be stored in safetensors (use F32, F16 or BF16)", what, o.Type)
+	case gen != nil && p.weight != dtype.F32:
+		return nil, fmt.Errorf("synth: %s: type %s (the graph is float32: use F32)", what, o.Type)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	voc, err := builtinVocab(p.cfg.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	cfg := hfConfig(p.cfg, voc)
+	cfg["torch_dtype"] = torchDType
+	files := map[string]any{"config.json": cfg}
+	if gen != nil {
+		files["generation_config.json"] = gen(voc)
+	}
+	for name, v := range files {
+		js, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("synth: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), append(js, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := writeHFTokenizer(dir, voc); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // builtinPre is the tokenizer.ggml.pre the built-in byte-level vocabulary
@@ -653,39 +674,14 @@ func WriteONNX(dir string, o Options) error {
 	if o.Arch != "gemma3" {
 		return fmt.Errorf("synth: WriteONNX: architecture %q (only gemma3)", o.Arch)
 	}
-	if o.VocabGGUF != "" {
-		return fmt.Errorf("synth: WriteONNX: a vocabulary file is not supported")
+	gen := func(voc *vocab) map[string]any {
+		return map[string]any{"bos_token_id": voc.bos, "eos_token_id": []uint32{voc.eos, voc.eot}}
 	}
-	p, err := newPlan(o, 0)
+	p, err := hfFolder(dir, o, "WriteONNX", gen)
 	if err != nil {
 		return err
-	}
-	if p.weight != dtype.F32 {
-		return fmt.Errorf("synth: WriteONNX: type %s (the graph is float32: use F32)", o.Type)
 	}
 	c := p.cfg
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("synth: %w", err)
-	}
-	voc, err := builtinVocab(c.Vocab)
-	if err != nil {
-		return err
-	}
-	cfg := hfConfig(c, voc)
-	cfg["torch_dtype"] = "float32"
-	gen := map[string]any{"bos_token_id": voc.bos, "eos_token_id": []uint32{voc.eos, voc.eot}}
-	for name, v := range map[string]any{"config.json": cfg, "generation_config.json": gen} {
-		js, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return fmt.Errorf("synth: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), append(js, '\n'), 0o644); err != nil {
-			return fmt.Errorf("synth: %w", err)
-		}
-	}
-	if err := writeHFTokenizer(dir, voc); err != nil {
-		return err
-	}
 	shapes := map[string][]int{}
 	var total int64
 	for _, ts := range c.TensorShapes() {

@@ -52,25 +52,7 @@ func buildGemma3(o *Gemma3) (*Model, error) {
 	b := &builder{g: &Graph{Name: "gemma3"}, rng: rand.New(rand.NewPCG(0, 0))}
 	D, hd, V := int64(o.Hidden), int64(o.HeadDim), int64(o.Vocab)
 	QH, KVH := int64(o.QHeads), int64(o.KVHeads)
-	g := b.g
-	g.Inputs = append(g.Inputs,
-		ValueInfo{"input_ids", Int64, []Dim{P("batch_size"), P("sequence_length")}},
-		ValueInfo{"attention_mask", Int64, []Dim{P("batch_size"), P("total_sequence_length")}},
-		ValueInfo{"position_ids", Int64, []Dim{P("batch_size"), P("sequence_length")}},
-	)
-	for l := 0; l < o.Layers; l++ {
-		for _, kv := range []string{"key", "value"} {
-			g.Inputs = append(g.Inputs, ValueInfo{fmt.Sprintf("past_key_values.%d.%s", l, kv), Float,
-				[]Dim{P("batch_size"), N(KVH), P("past_sequence_length"), N(hd)}})
-		}
-	}
-	g.Outputs = append(g.Outputs, ValueInfo{"logits", Float, []Dim{P("batch_size"), P("sequence_length"), N(V)}})
-	for l := 0; l < o.Layers; l++ {
-		for _, kv := range []string{"key", "value"} {
-			g.Outputs = append(g.Outputs, ValueInfo{fmt.Sprintf("present.%d.%s", l, kv), Float,
-				[]Dim{P("batch_size"), N(KVH), P("total_sequence_length"), N(hd)}})
-		}
-	}
+	b.signature("input_ids", o.Layers, KVH, hd, V, Float)
 	var werr error
 	weight := func(name string, n int) []float32 {
 		w, err := o.Weight(name)
@@ -115,13 +97,7 @@ func buildGemma3(o *Gemma3) (*Model, error) {
 	// Masks [batch, 1, 1, seq, total] (additive): query i sits at cache
 	// index past+i and sees key j when j ≤ past+i and attention_mask[j];
 	// on a sliding layer also when j > past+i − window.
-	one, zero := b.scalarI64(1), b.scalarI64(0)
-	seq := b.op("Gather", []string{b.op("Shape", []string{"input_ids"}), one}, AttrInt("axis", 0))
-	total := b.op("Gather", []string{b.op("Shape", []string{"attention_mask"}), one}, AttrInt("axis", 0))
-	past := b.op("Sub", []string{total, seq})
-	qpos := b.op("Unsqueeze", []string{b.op("Range", []string{past, total, one}), b.i64(1)})
-	kpos := b.op("Unsqueeze", []string{b.op("Range", []string{zero, total, one}), b.i64(0)})
-	causal := b.op("LessOrEqual", []string{kpos, qpos})
+	qpos, kpos, causal := b.cachePositions("input_ids")
 	pad := b.op("Unsqueeze", []string{b.op("Cast", []string{"attention_mask"}, AttrInt("to", int64(Bool))), b.i64(1, 2, 3)})
 	bias := func(allowed string) string {
 		return b.op("Where", []string{b.op("And", []string{allowed, pad}), b.scalarF(0), b.scalarF(float32(math.Inf(-1)))})
@@ -222,5 +198,5 @@ func buildGemma3(o *Gemma3) (*Model, error) {
 	if werr != nil {
 		return nil, werr
 	}
-	return &Model{Opset: 17, Graph: *g}, nil
+	return &Model{Opset: 17, Graph: *b.g}, nil
 }
