@@ -6,6 +6,7 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/internal/ggmlmath"
 )
 
 // minElemsPerTask keeps elementwise work on one thread when waking others
@@ -138,11 +139,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	// of a rounded product, as gcc contracts ggml's x0·cos − x1·sin and
 	// x0·sin + x1·cos (checked against the peer's rope output). Keys
 	// rounded into an f16 cache then match llama.cpp's bit for bit.
-	// powf, cosf and sinf are the C library's where there is one (libm*):
+	// powf, cosf and sinf are the C library's where there is one (ggmlmath):
 	// glibc's are not correctly rounded (its cosf and sinf differ from the
 	// rounded float64 functions in about 1% of angles), and llama.cpp calls
 	// them.
-	thetaScale := libmPow(r.Theta, float32(-2)/float32(r.Dims))
+	thetaScale := ggmlmath.Powf(r.Theta, float32(-2)/float32(r.Dims))
 	cols := heads * headDim
 	for tok, p := range pt.i32[:n] {
 		theta := float32(p)
@@ -153,7 +154,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			}
 			// ggml's rope_yarn without YaRN: the angle times freq_scale,
 			// cos and sin times mscale (products by 1 when unscaled).
-			c, s := libmCosSin(freqScale * t)
+			c, s := ggmlmath.CosSinf(freqScale * t)
 			cs[2*i], cs[2*i+1] = c*mscale, s*mscale
 			theta *= thetaScale
 		}
