@@ -14,8 +14,18 @@ BENCH_BACKENDS ?= cpu,opencl
 BENCH_THREADS  ?= 0
 BENCH_PROMPT   ?= Once upon a time
 BENCH_VOCAB    := $(SHARED)/models/llama.cpp-vocab/ggml-vocab-llama3-bpe.gguf
+# ... and ARCH:SHAPE:TYPE beyond Llama: one Qwen-shaped and one Gemma-shaped file.
+BENCH_ARCHS    ?= qwen2:qwen2.5-0.5b:Q4_0 gemma3:gemma3-270m:Q4_0
 
-.PHONY: all build test lint demo bench onnxruntime deps fuzz clean
+# make bench-vs-llamacpp: the llama.cpp peer's bin folder, weight types, rounds,
+# threads, extra llama-bench arguments (--poll 0 on a busy machine).
+GLINT_LLAMACPP ?= .peer/llama.cpp-cpu/build/bin
+VS_TYPES       ?= Q4_0 Q8_0 F16 Q4_K_M
+VS_ROUNDS      ?= 3
+VS_THREADS     ?= 2
+VS_LLAMA_ARGS  ?=
+
+.PHONY: all build test lint demo bench bench-vs-llamacpp onnxruntime deps fuzz clean
 
 all: build
 
@@ -51,7 +61,8 @@ demo: build
 	fi
 
 # Latency report of the Llama-3.2-1B-shaped synthetic model on cpu and opencl,
-# one weight type at a time (Q4_0 first): markdown table on stdout,
+# one weight type at a time (Q4_0 first), then of the BENCH_ARCHS models
+# (Qwen 2.5 0.5B- and Gemma 3 270M-shaped): markdown table on stdout,
 # out/bench-TYPE/report.json and report.svg. The models are written once into
 # $(CACHE) (with the Llama 3 tokenizer when the shared vocab is there). A
 # backend that fails is a row in its table; the target fails at the end.
@@ -66,7 +77,28 @@ bench: build
 		echo "== bench: $$m: $(BENCH_BACKENDS), $(BENCH_N) tokens × $(BENCH_RUNS) runs"; \
 		$(BIN)/generate report -b $(BENCH_BACKENDS) -m $$m -p "$(BENCH_PROMPT)" -n $(BENCH_N) \
 			--runs $(BENCH_RUNS) -t $(BENCH_THREADS) --out out/bench-$$t || status=1; \
+	done; \
+	for spec in $(BENCH_ARCHS); do \
+		a=$${spec%%:*}; rest=$${spec#*:}; shape=$${rest%%:*}; t=$${rest#*:}; \
+		m=$(CACHE)/bench-$$shape-$$t.gguf; \
+		if [ ! -f $$m ]; then \
+			$(BIN)/generate synth --arch $$a --shape $$shape --type $$t -o $$m.part && mv $$m.part $$m || exit 1; \
+		fi; \
+		echo "== bench: $$m: $(BENCH_BACKENDS), $(BENCH_N) tokens × $(BENCH_RUNS) runs"; \
+		$(BIN)/generate report -b $(BENCH_BACKENDS) -m $$m -p "$(BENCH_PROMPT)" -n $(BENCH_N) \
+			--runs $(BENCH_RUNS) -t $(BENCH_THREADS) --out out/bench-$$shape-$$t || status=1; \
 	done; exit $$status
+
+# glint's CPU backend against llama.cpp's llama-bench on the same 1B-shaped
+# files, alternated round by round: a markdown table of medians and ratios
+# (scripts/bench-vs-llamacpp.sh). The peer is built separately.
+bench-vs-llamacpp:
+	@if [ ! -x "$(GLINT_LLAMACPP)/llama-bench" ]; then \
+		echo "no llama.cpp peer in $(GLINT_LLAMACPP); build it (about 3 minutes) with"; \
+		echo "  $(SHARED)/peers/build-llama.sh cpu .peer/llama.cpp-cpu"; \
+		echo "or point GLINT_LLAMACPP at a built peer's bin folder"; exit 1; \
+	fi
+	bash scripts/bench-vs-llamacpp.sh -p "$(GLINT_LLAMACPP)" -r $(VS_ROUNDS) -t $(VS_THREADS) -x "$(VS_LLAMA_ARGS)" $(VS_TYPES)
 
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:

@@ -1,7 +1,7 @@
-// Package glint is the library entry point: Open loads a Llama-family model
-// (GGUF file or Hugging Face directory) on a named backend — or an ONNX
-// export on ONNX Runtime — with its tokenizer and an engine.Engine that runs
-// sessions over it.
+// Package glint is the library entry point: Open loads a model (Llama, Qwen,
+// Gemma, Phi-3 or GPT-2; a GGUF file or Hugging Face directory) on a named
+// backend — or an ONNX export on ONNX Runtime — with its tokenizer and an
+// engine.Engine that runs sessions over it.
 //
 //	m, err := glint.Open("model.gguf", glint.Options{Backend: "opencl"})
 //	ids := m.Tokenizer.Encode("Once upon a time", true)
@@ -191,8 +191,8 @@ func Open(path string, o Options) (*Model, error) {
 	if n := lm.Seqs(); n > 1 {
 		seqs = fmt.Sprintf(" (%d sequences, %v)", n, layout)
 	}
-	m.Info = fmt.Sprintf("%s (%s): %s: %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %v/%v",
-		b.Name(), b.Device(), filepath.Base(path), c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs, o.cacheK, o.cacheV)
+	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %v/%v",
+		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs, o.cacheK, o.cacheV)
 	return m, nil
 }
 

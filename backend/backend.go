@@ -18,6 +18,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/glint-llm/glint/dtype"
 )
@@ -43,6 +44,27 @@ type Rope struct {
 	// are adjacent (2i, 2i+1), as in GGUF llama files whose Q/K rows the
 	// converter permuted.
 	NeoX bool
+	// FreqScale, when neither 0 nor 1, multiplies every angle (linear
+	// scaling, 1/factor: Gemma 3's global layers from 4B up).
+	FreqScale float32
+	// AttnFactor, when neither 0 nor 1, multiplies cos and sin (LongRoPE's
+	// attention factor, ggml's mscale: Phi-3.5, Phi-3 128k).
+	AttnFactor float32
+}
+
+// Scales returns FreqScale and AttnFactor with 0 read as 1 (ggml applies
+// both always; a product by 1 is exact), and whether both are finite and
+// not negative.
+func (r Rope) Scales() (freqScale, attnFactor float32, ok bool) {
+	freqScale, attnFactor = r.FreqScale, r.AttnFactor
+	if freqScale == 0 {
+		freqScale = 1
+	}
+	if attnFactor == 0 {
+		attnFactor = 1
+	}
+	ok = freqScale > 0 && attnFactor > 0 && !math.IsInf(float64(freqScale), 0) && !math.IsInf(float64(attnFactor), 0)
+	return freqScale, attnFactor, ok
 }
 
 // Backend is a device that stores tensors and runs ops on them.
@@ -82,7 +104,13 @@ type Backend interface {
 	// integer dot products); every backend rounds identically.
 	MatMulTransposed(dst, x, w Tensor, n int)
 	// RMSNorm computes dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
+	// w may also be shorter than a row, of a length k dividing it: then each
+	// run of k elements is normalised on its own (the per-head Q/K norms of
+	// Qwen 3 and Gemma 3: x [n, heads·headDim] with w [headDim]).
 	RMSNorm(dst, x, w Tensor, n int, eps float32)
+	// LayerNorm computes dst[i, :] = (x[i, :] − μ)/sqrt(σ² + eps) · w + b,
+	// μ and σ² the row's mean and variance (GPT-2). b may be nil (no bias).
+	LayerNorm(dst, x, w, b Tensor, n int, eps float32)
 	// RoPE rotates, in place, the heads of x ([n, heads·headDim]): row i by
 	// the position pos[i] (pos is I32 with at least n entries). Positions
 	// may be any int32s in any order: a batch mixes sequences, and a K-shift
@@ -90,8 +118,23 @@ type Backend interface {
 	RoPE(x Tensor, n, heads, headDim int, pos Tensor, r Rope)
 	// SiLUMul computes dst = silu(gate) · up elementwise (SwiGLU).
 	SiLUMul(dst, gate, up Tensor, n int)
+	// GELUMul computes dst = gelu(gate) · up elementwise (GeGLU), gelu as
+	// GELU computes it.
+	GELUMul(dst, gate, up Tensor, n int)
+	// GELU computes dst = gelu(x), the tanh approximation as llama.cpp's CPU
+	// build computes it: x rounded to f16 and looked up in ggml's table of
+	// f16 results (0 at or below −10, x at or above 10).
+	GELU(dst, x Tensor, n int)
 	// Add computes dst = a + b elementwise (dst may be a or b).
 	Add(dst, a, b Tensor, n int)
+	// AddBias computes dst[i, :] = x[i, :] + bias for each of the first n
+	// rows (dst may be x); bias is F32 [cols].
+	AddBias(dst, x, bias Tensor, n int)
+	// Scale computes dst = x · s elementwise (dst may be x).
+	Scale(dst, x Tensor, n int, s float32)
+	// SoftCap computes, in place, x = c·tanh(x/c) (Gemma 2's final-logit
+	// soft-capping), as ggml's graph does: x·(1/c), tanhf, ·c.
+	SoftCap(x Tensor, n int, c float32)
 	// Copy copies the first n rows of src to dst.
 	Copy(dst, src Tensor, n int)
 	// CopySlice copies count elements from src at element srcOff to dst at

@@ -7,8 +7,10 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
-// The op kinds a ProfiledBackend reports. Copy and CopySlice share a kind:
-// they are the same data movement.
+// The op kinds a ProfiledBackend reports. Several ops share a kind where
+// they are the same data movement (Copy and CopySlice) or the same kind of
+// elementwise pass (Add and AddBias; Scale and SoftCap; GELU and GELUMul;
+// RMSNorm and LayerNorm).
 const (
 	OpMatMul    = "matmul"
 	OpAttention = "attention"
@@ -16,7 +18,9 @@ const (
 	OpRoPE      = "rope"
 	OpEmbedding = "embedding"
 	OpSiLUMul   = "silu_mul"
+	OpGELU      = "gelu"
 	OpAdd       = "add"
+	OpScale     = "scale"
 	OpCopy      = "copy"
 	OpArgmax    = "argmax"
 	OpSoftmax   = "softmax"
@@ -26,7 +30,7 @@ const (
 )
 
 // OpKinds lists every kind in a stable order, for tables.
-var OpKinds = []string{OpMatMul, OpAttention, OpNorm, OpRoPE, OpEmbedding, OpSiLUMul, OpAdd, OpCopy, OpArgmax, OpSoftmax, OpTransfer}
+var OpKinds = []string{OpMatMul, OpAttention, OpNorm, OpRoPE, OpEmbedding, OpSiLUMul, OpGELU, OpAdd, OpScale, OpCopy, OpArgmax, OpSoftmax, OpTransfer}
 
 // ProfiledBackend wraps a Backend, forwards every call to it, and adds up
 // the wall time of each op by kind.
@@ -176,6 +180,30 @@ func (p *ProfiledBackend) SiLUMul(dst, gate, up Tensor, n int) {
 
 func (p *ProfiledBackend) Add(dst, a, b Tensor, n int) {
 	p.timed(OpAdd, func() { p.inner.Add(dst, a, b, n) })
+}
+
+func (p *ProfiledBackend) LayerNorm(dst, x, w, b Tensor, n int, eps float32) {
+	p.timed(OpNorm, func() { p.inner.LayerNorm(dst, x, w, b, n, eps) })
+}
+
+func (p *ProfiledBackend) GELUMul(dst, gate, up Tensor, n int) {
+	p.timed(OpGELU, func() { p.inner.GELUMul(dst, gate, up, n) })
+}
+
+func (p *ProfiledBackend) GELU(dst, x Tensor, n int) {
+	p.timed(OpGELU, func() { p.inner.GELU(dst, x, n) })
+}
+
+func (p *ProfiledBackend) AddBias(dst, x, bias Tensor, n int) {
+	p.timed(OpAdd, func() { p.inner.AddBias(dst, x, bias, n) })
+}
+
+func (p *ProfiledBackend) Scale(dst, x Tensor, n int, s float32) {
+	p.timed(OpScale, func() { p.inner.Scale(dst, x, n, s) })
+}
+
+func (p *ProfiledBackend) SoftCap(x Tensor, n int, c float32) {
+	p.timed(OpScale, func() { p.inner.SoftCap(x, n, c) })
 }
 
 func (p *ProfiledBackend) Copy(dst, src Tensor, n int) {

@@ -56,3 +56,68 @@ kernel void copy_f16_f32(global float* dst, ulong dstOff, global const half* src
 		return;
 	dst[dstOff + k] = vload_half(srcOff + k, src);
 }
+
+// f16_bits is x rounded to the nearest half, ties to even, as bits (the
+// index of ggml's F16 tables).
+inline ushort f16_bits(float x) {
+	ushort h;
+	vstore_half_rte(x, 0, (private half*)&h);
+	return h;
+}
+
+// gelu_ggml is ggml_vec_gelu_f32 as llama.cpp's CPU build computes it: 0 at
+// or below −10, x at or above 10, else ggml's table of F16 GELU results
+// (gelu_table, built on the host: ggmlmath.GELUTable) at x rounded to F16.
+// The CPU backend looks up the same table, so the results agree to the bit.
+inline float gelu_ggml(float x, global const half* gelu_table) {
+	if (x <= -10.0f)
+		return 0.0f;
+	if (x >= 10.0f)
+		return x;
+	return vload_half(f16_bits(x), gelu_table);
+}
+
+// gelu_mul: dst = gelu(gate)·up (GeGLU); up == gate with hasUp 0 is plain
+// GELU (GPT-2).
+kernel void gelu_mul(global float* dst, global const float* gate, global const float* up, int count,
+		global const half* gelu_table, int hasUp) {
+	int k = get_global_id(0);
+	if (k >= count)
+		return;
+	float g = gelu_ggml(gate[k], gelu_table);
+	dst[k] = hasUp ? g * up[k] : g;
+}
+
+// add_bias: dst[i, j] = x[i, j] + bias[j] over count elements of rows of
+// cols.
+kernel void add_bias(global float* dst, global const float* x, global const float* bias, int count, int cols) {
+	int k = get_global_id(0);
+	if (k >= count)
+		return;
+	dst[k] = x[k] + bias[k % cols];
+}
+
+// scale: dst = x·s (ggml_scale).
+kernel void scale(global float* dst, global const float* x, float s, int count) {
+	int k = get_global_id(0);
+	if (k >= count)
+		return;
+	dst[k] = x[k] * s;
+}
+
+// soft_cap: x = tanh(x·inv)·cap, inv = 1/cap rounded to float, as ggml's
+// scale, tanh, scale. tanh is float64's rounded to float where the device
+// has fp64 (within an ulp of the C library's tanhf that the CPU backend
+// calls); float otherwise.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define TANH_F(t) ((float)tanh((double)(t)))
+#else
+#define TANH_F(t) tanh(t)
+#endif
+kernel void soft_cap(global float* x, float inv, float cap, int count) {
+	int k = get_global_id(0);
+	if (k >= count)
+		return;
+	x[k] = TANH_F(x[k] * inv) * cap;
+}

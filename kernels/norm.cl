@@ -118,3 +118,45 @@ kernel void argmax(global int* dst, global const float* x, int cols,
 	if (lid == 0)
 		dst[i] = redi[0];
 }
+
+// layer_norm: dst[i, :] = (x[i, :] − mean)/sqrt(var + eps)·w + b, in ggml's
+// operations where the device has fp64: the row summed in double, the mean
+// rounded to float, the float deviations' squares summed in double, the
+// variance rounded to float, scale = 1/sqrt(var + eps) in float (sqrt and
+// the division correctly rounded), then (d·scale)·w + b, each rounded. As
+// for rms_norm, double sums make the row's statistics the CPU backend's to
+// the bit. hasB 0: no bias.
+#ifdef cl_khr_fp64
+#define LN_ACC double
+#define LN_SUM(red, v) wg_sum_d(red, v)
+#define LN_SQRT(v) ((float)sqrt((double)(v)))
+#else
+#define LN_ACC float
+#define LN_SUM(red, v) wg_sum(red, v)
+#define LN_SQRT(v) sqrt(v)
+#endif
+kernel void layer_norm(global float* dst, global const float* x, global const float* w,
+		global const float* b, int hasB, int cols, float eps, local LN_ACC* red) {
+	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+	global const float* xr = x + (ulong)i * cols;
+	global float* dr = dst + (ulong)i * cols;
+	LN_ACC s = 0;
+	for (int k = lid; k < cols; k += ls)
+		s += xr[k];
+	s = LN_SUM(red, s);
+	float mean = (float)(s / cols);
+	LN_ACC s2 = 0;
+	for (int k = lid; k < cols; k += ls) {
+		float d = xr[k] - mean;
+		float sq = d * d;
+		s2 += sq;
+	}
+	s2 = LN_SUM(red, s2);
+	float var = (float)(s2 / cols);
+	float scale = div_rn(1.0f, LN_SQRT(var + eps));
+	for (int k = lid; k < cols; k += ls) {
+		float d = xr[k] - mean;
+		float y = (d * scale) * w[k];
+		dr[k] = hasB ? y + b[k] : y;
+	}
+}

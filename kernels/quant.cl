@@ -168,11 +168,7 @@ kernel void quantize_q8_k(global const float* x, global char* xq, global float* 
 // to global or local memory. Products fit in shorts where the comments say
 // so; sums are ints, exact.
 //
-// Q8_0 sums float block terms (the CPU backend's float64 sum, see
-// fsum_add): IDOT_T(w, p) is the unit's exact integer dot product and
-// TERM_T(w, s, xp) the block's term (dw·dx)·Σ.
-//
-// Every other type follows ggml's x86 order ("lanes", the CPU backend's
+// Every type follows ggml's x86 order ("lanes", the CPU backend's
 // dotKLanes, dot32Lanes and dotQ4_0Repacked, which the kernels must
 // reproduce bit for bit):
 // LDOT_T(w, p, u) is the unit's share of its block's eight exact integer
@@ -181,23 +177,6 @@ kernel void quantize_q8_k(global const float* x, global char* xq, global float* 
 // integer min terms from the group sums at xp, in the lanes LK_T says (see
 // lanes_block). HDR_T is the block's size in bytes and the offsets of its
 // f16 d and min (-1: none), read by wdm.
-
-// term_d is (dw·dx)·Σ, the term of the types without a min, each product
-// rounded to float (no contraction, as the CPU backend computes it).
-inline float term_d(float wd, float xd, int s) {
-#pragma OPENCL FP_CONTRACT OFF
-	return (wd * xd) * (float)s;
-}
-
-// idot32 is Σ a·x0 + b·x1 for 32 elements whose products are at most
-// 128·127 in magnitude: two of them still fit a short, the sum needs an int.
-inline int idot32(short16 a, short16 b, char16 x0, char16 x1) {
-	short16 pa = a * convert_short16(x0), pb = b * convert_short16(x1);
-	int8 s = convert_int8(pa.lo + pa.hi) + convert_int8(pb.lo + pb.hi);
-	int4 t = s.lo + s.hi;
-	int2 u = t.lo + t.hi;
-	return u.x + u.y;
-}
 
 // fold4 sums each run of four consecutive elements: 16 elements that start
 // a 32-element chunk (or its second half) give four lanes.
@@ -214,8 +193,8 @@ inline int8 lane_at(int v, int l) {
 	return select((int8)0, (int8)v, (int8)(0, 1, 2, 3, 4, 5, 6, 7) == (int8)l);
 }
 
-// ldot32 is the lanes of 32 consecutive elements a (0…15) and b (16…31),
-// products as idot32's.
+// ldot32 is the lanes of 32 consecutive elements a (0…15) and b (16…31);
+// each product is at most 128·127 in magnitude, which fits a short.
 inline int8 ldot32(short16 a, short16 b, char16 x0, char16 x1) {
 	return (int8)(fold4(convert_int16(a * convert_short16(x0))), fold4(convert_int16(b * convert_short16(x1))));
 }
@@ -250,10 +229,12 @@ inline float2 wdm(global const uchar* row, int b, int bytes, int doff, int moff)
 #define ABLK_q8_0 32
 #define XOFF_q8_0(u) ((u) * 32)
 #define XBLK_q8_0(u) (u)
-#define IDOT_q8_0(w, p) idot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
+#define LDOT_q8_0(w, p, u) ldot32((w).a, (w).b, vload16(0, p), vload16(0, (p) + 16))
 #define XDN_q8_0 1
 #define UPB_q8_0 1
-#define TERM_q8_0(w, s, xp) term_d((w).d, (xp)[0], s)
+#define PDOT_q8_0(w, xp, u) ((int8)0)
+#define HDR_q8_0 34, 0, -1
+#define LK_q8_0 LK_32
 
 typedef struct {
 	float d;
@@ -673,49 +654,6 @@ inline wu_iq4_xs wload_iq4_xs(global const uchar* row, int u) {
 	return w;
 }
 
-// The sum of a row's block terms (Q8_0) is kept nearly exactly, as
-// a float-float pair (hi, lo) with hi + lo the sum: fsum_add is Knuth's
-// TwoSum, which finds the rounding error of hi + c exactly (IEEE
-// arithmetic, no contraction), and lo collects those errors, each within
-// half an ulp of hi, so that its own roundings are some 2^-24 of that. The
-// result, hi + lo rounded once, is then the float32 rounding of the exact
-// sum unless the sum lies within a tiny fraction of an ulp of a rounding
-// boundary, and so is what the CPU backend's float64 sum rounds to: the two
-// backends give the same bits, in any summation order (lanes, tiles), on
-// devices without fp64. (No output differed from the CPU backend's in 200k
-// rows of 16384 Q4_0 weights on PoCL.)
-inline float2 fsum_add(float2 a, float c) {
-#pragma OPENCL FP_CONTRACT OFF
-	float s = a.x + c;
-	float bp = s - a.x;
-	float e = (a.x - (s - bp)) + (c - bp);
-	return (float2)(s, a.y + e);
-}
-
-// fsum_merge adds two pairs: TwoSum of the highs, the lows added.
-inline float2 fsum_merge(float2 a, float2 b) {
-#pragma OPENCL FP_CONTRACT OFF
-	float2 r = fsum_add(a, b.x);
-	return (float2)(r.x, r.y + b.y);
-}
-
-// fsum_value is the pair's sum rounded once. An infinite or NaN hi is the
-// sum already (TwoSum's error is NaN there), as in the float64 sum.
-inline float fsum_value(float2 a) { return isfinite(a.x) ? a.x + a.y : a.x; }
-
-// seg_sum2 is seg_sum (common.cl) for pairs: lane 0 of each segment gets
-// the segment's sum. red holds get_local_size(0) float2s.
-inline float2 seg_sum2(local float2* red, int lid, int lane, int S, float2 v) {
-	red[lid] = v;
-	barrier(CLK_LOCAL_MEM_FENCE);
-	for (int h = S / 2; h > 0; h >>= 1) {
-		if (lane < h)
-			red[lid] = fsum_merge(red[lid], red[lid + h]);
-		barrier(CLK_LOCAL_MEM_FENCE);
-	}
-	return red[lid];
-}
-
 // The kernels mirror matmul.cl's mv_T, mm_T and mmc_T (the same launch
 // shapes and work split), reading activations from xq/xd.
 //
@@ -817,43 +755,7 @@ inline float2 seg_sum2(local float2* red, int lid, int lane, int S, float2 v) {
 			dst[(ulong)(i0 + t) * M + o] = VALUE(T, acc[t]);                                   \
 	}
 
-// ---- Q8_0: block terms in a float-float sum. mvq_T's lanes
-// stride the blocks of a row and their sums meet in seg_sum2; each block
-// term is the CPU backend's (TERM_T), and so is the sum rounded once.
-
-#define FSUM_INIT(a) ((a) = 0.0f)
-#define FSUM_VALUE(T, a) fsum_value(a)
-
-#define FSUM_BLOCK(T, b, tn, X, XP)                                                            \
-	{                                                                                          \
-		wu_##T wu = wload_##T(row, b);                                                         \
-		_Pragma("unroll") for (int t = 0; t < MM_BN; t++) if (t < tn)                          \
-			acc[t] = fsum_add(acc[t], TERM_##T(wu, IDOT_##T(wu, X(T, t, b)), XP(T, t)));        \
-	}
-
-#define DEFINE_FSUM_MATMUL_KERNELS(T)                                                          \
-	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
-			global const float* xd, global float* dst, int K, int M, int S,                    \
-			local float2* red) {                                                               \
-		int lid = get_local_id(0);                                                             \
-		int r = lid / S, lane = lid - r * S;                                                   \
-		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
-		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
-		float2 acc = 0.0f;                                                                     \
-		int blocks = K / BW(T);                                                                \
-		for (int b = lane; b < blocks; b += S) {                                               \
-			wu_##T wu = wload_##T(row, b);                                                     \
-			acc = fsum_add(acc, TERM_##T(wu, IDOT_##T(wu, xq + XOFF_##T(b)), xd + XBLK_##T(b) * XDN_##T)); \
-		}                                                                                      \
-		acc = seg_sum2(red, lid, lane, S, acc);                                                \
-		if (lane == 0 && o < M)                                                                \
-			dst[o] = fsum_value(acc);                                                          \
-	}                                                                                          \
-	MMQ_KERNELS(T, float2, FSUM_INIT, FSUM_BLOCK, FSUM_VALUE)
-
-DEFINE_FSUM_MATMUL_KERNELS(q8_0)
-
-// ---- Every other type: ggml's x86 lanes (see LDOT_T). A row's dot product
+// ---- ggml's x86 lanes (see LDOT_T). A row's dot product
 // keeps eight float lanes; block by block, in order, each lane adds its
 // exact integer sum L times d = dx·dw with one fused multiply-add (OpenCL's
 // fma is correctly rounded, as the CPU backend's fmaf), and the lanes are
@@ -864,8 +766,9 @@ DEFINE_FSUM_MATMUL_KERNELS(q8_0)
 //           is reduced as (m0+m2) + (m1+m3) and added after the lanes;
 //   LK_Q5K  a scalar m.x adds P (lane 0) times dmin, added at the end;
 //   LK_Q81  (Q4_1, Q5_1) a scalar m.x adds mw times the Q8_1 sum s;
-//   LK_32   (Q5_0, and Q4_0 where M % 8 != 0) none, but m.x (zero) is
-//           still added, as in ggml;
+//   LK_32   (Q5_0, Q8_0, and Q4_0 where M % 8 != 0) none, but m.x (zero)
+//           is still added, as in ggml's Q5_0 (for Q8_0, whose lanes are
+//           never -0, adding +0 changes nothing);
 //   LK_NL   (IQ4_NL) LK_32, except that decode alternates two accumulators
 //           between even and odd blocks and takes an odd last block as one
 //           scalar fma of its whole integer sum (ggml_vec_dot_iq4_nl_q8_0);
@@ -1135,6 +1038,7 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 	}                                                                                          \
 	MMQ_KERNELS(T, lacc, LACC_INIT, LANES_BLOCK, LANES_VALUE)
 
+DEFINE_LANES_MATMUL_KERNELS(q8_0)
 DEFINE_LANES_MATMUL_KERNELS(q4_0)
 DEFINE_LANES_MATMUL_KERNELS(q6_k)
 DEFINE_LANES_MATMUL_KERNELS(q4_1)

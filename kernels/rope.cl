@@ -4,7 +4,8 @@
 // that keys rounded into an f16 cache match llama.cpp's: pair j turns by
 // theta_j = pos·thetaScale^j, the power taken by j float multiplications,
 // then divided by freqs[j] when hasFreqs (Llama 3's rope_freqs, a
-// correctly rounded division: div_rn, quant.cl); the rotation is
+// correctly rounded division: div_rn, quant.cl) and multiplied by freqScale
+// (linear scaling), cos and sin by mscale (LongRoPE); the rotation is
 // fma(x0, cos, −x1·sin), fma(x0, sin, x1·cos), as gcc contracts ggml's
 // x0·cos − x1·sin and x0·sin + x1·cos. NeoX pairs are (j, j+dims/2);
 // otherwise (2j, 2j+1).
@@ -26,7 +27,7 @@
 
 kernel void rope(global float* x, int heads, int headDim, int dims,
 		global const int* pos, float thetaScale, global const float* freqs,
-		int hasFreqs, int neox) {
+		int hasFreqs, int neox, float freqScale, float mscale) {
 	int j = get_global_id(0), h = get_global_id(1), i = get_global_id(2);
 	if (j >= dims / 2)
 		return;
@@ -35,7 +36,8 @@ kernel void rope(global float* x, int heads, int headDim, int dims,
 		theta *= thetaScale;
 	if (hasFreqs)
 		theta = div_rn(theta, freqs[j]);
-	float c = ROPE_COS(theta), s = ROPE_SIN(theta);
+	theta = freqScale * theta;
+	float c = ROPE_COS(theta) * mscale, s = ROPE_SIN(theta) * mscale;
 	global float* hp = x + ((ulong)i * heads + h) * headDim;
 	int a = neox ? j : 2 * j;
 	int b = neox ? j + dims / 2 : 2 * j + 1;

@@ -515,7 +515,7 @@ func testShiftRotates(t *testing.T, ct dtype.Type, neox bool) {
 	if !c.Shifted() {
 		t.Fatal("no K-shift pending after SeqShift")
 	}
-	if err := c.Shift(b, r, kt, pt); err != nil {
+	if err := c.Shift(b, []backend.Rope{r, r}, kt, pt); err != nil {
 		t.Fatal(err)
 	}
 	recomputed := rope(func(i int) int32 {

@@ -11,16 +11,26 @@ import (
 func (c *Cache) Shifted() bool { return c.shifted }
 
 // Shift applies the K-shift that SeqShift left pending: each cell's keys,
-// in every layer, are turned by RoPE r at the cell's summed delta, as
+// in layer il, are turned by RoPE ropes[il] at the cell's summed delta, as
 // llama.cpp's build_k_shift does — its rope over the cache view computes
 // in float32 and stores back in the cache type, here a copy into rows (F32,
 // at least one row of kvHeads·headDim), RoPE at the deltas uploaded to pos
 // (I32), and a copy back that rounds to the cache type. Cells without a
 // delta inside a chunk turn by 0, which changes no value. Chunks are as
-// long as the batch, so the workspace's K rows and positions serve.
-func (c *Cache) Shift(b backend.Backend, r backend.Rope, rows, pos backend.Tensor) error {
+// long as the batch, so the workspace's K rows and positions serve. With
+// no ropes (a model without RoPE, GPT-2) only the positions move, as in
+// llama.cpp.
+func (c *Cache) Shift(b backend.Backend, ropes []backend.Rope, rows, pos backend.Tensor) error {
 	if !c.shifted {
 		return nil
+	}
+	if ropes == nil {
+		clear(c.delta)
+		c.shifted = false
+		return nil
+	}
+	if len(ropes) != len(c.k) {
+		return fmt.Errorf("kvcache: K-shift: %d ropes for %d layers", len(ropes), len(c.k))
 	}
 	kvCols := c.KVHeads * c.HeadDim
 	if rows.DType() != dtype.F32 || backend.Cols(rows) != kvCols || pos.DType() != dtype.I32 {
@@ -48,7 +58,7 @@ func (c *Cache) Shift(b backend.Backend, r backend.Rope, rows, pos backend.Tenso
 		}
 		for il := range c.k {
 			b.CopySlice(rows, 0, c.k[il], j*kvCols, n*kvCols)
-			b.RoPE(rows, n, c.KVHeads, c.HeadDim, pos, r)
+			b.RoPE(rows, n, c.KVHeads, c.HeadDim, pos, ropes[il])
 			b.CopySlice(c.k[il], j*kvCols, rows, 0, n*kvCols)
 		}
 		j += n

@@ -78,3 +78,49 @@ func TestHuggingFaceEqualsGGUF(t *testing.T) {
 		t.Fatalf("max |Δlogit| %g between GGUF and HF (scale %g)", worst, scale)
 	}
 }
+
+// Every architecture's Hugging Face folder and GGUF file of one synthetic
+// model compute the same logits: the loader's per-architecture names, its
+// Gemma norms (1 + w), GPT-2 transposes, LongRoPE factors from
+// config.json and the unfused views of Phi-3's and GPT-2's fused matrices
+// undo what the converter does. F32 both ways, so the results agree to
+// float32 rounding of the few values computed differently (none: the same
+// bits are expected, 1e-6 allows for it).
+func TestHuggingFaceEqualsGGUFArchs(t *testing.T) {
+	prompt := []int32{1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 11, 300}
+	for _, arch := range []string{"qwen2", "qwen3", "gemma2", "gemma3", "phi3", "gpt2"} {
+		t.Run(arch, func(t *testing.T) {
+			var logits [2][]float32
+			for i, hf := range []bool{false, true} {
+				path := synthArch(t, arch, "F32", hf)
+				f, err := load.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if (f.GGUF == nil) != hf || f.Config.Arch != arch {
+					t.Fatalf("%s opened as %q (GGUF %v)", path, f.Config.Arch, f.GGUF != nil)
+				}
+				b := cpu.New(1)
+				defer b.Close()
+				m, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				st := &stream{m: m}
+				if err := st.eval(prompt); err != nil {
+					t.Fatal(err)
+				}
+				logits[i] = st.logits(t)
+			}
+			var worst float64
+			for i := range logits[0] {
+				worst = math.Max(worst, math.Abs(float64(logits[0][i]-logits[1][i])))
+			}
+			if worst > 1e-6 {
+				t.Fatalf("max |Δlogit| %g between GGUF and HF", worst)
+			}
+		})
+	}
+}

@@ -1,6 +1,8 @@
-// Package layers is the Llama model written against backend ops: a decoder
-// Layer whose fields are its weights, and the Model that stacks the layers
-// between the token embedding and the LM head. It reads like the math; which
+// Package layers is the decoder written against backend ops: a Layer whose
+// fields are its weights, and the Model that stacks the layers between the
+// token embedding and the LM head. The block is Llama's; the other
+// architectures (Qwen 2/3, Gemma 2/3, Phi-3, GPT-2) add named steps to it
+// where their weights or config say so. It reads like the math; which
 // backend runs it is not its concern.
 package layers
 
@@ -13,7 +15,8 @@ import (
 	"github.com/glint-llm/glint/workspace"
 )
 
-// Layer is one Llama decoder block.
+// Layer is one decoder block. The weights after each group's first are
+// nil where the architecture has none.
 type Layer struct {
 	AttnNorm backend.Tensor // [embd]
 	Wq       backend.Tensor // [heads·headDim, embd]
@@ -21,52 +24,135 @@ type Layer struct {
 	Wv       backend.Tensor // [kvHeads·headDim, embd]
 	Wo       backend.Tensor // [embd, heads·headDim]
 	FFNNorm  backend.Tensor // [embd]
-	WGate    backend.Tensor // [ff, embd]
+	WGate    backend.Tensor // [ff, embd]; nil: an ungated FFN (GPT-2)
 	WUp      backend.Tensor // [ff, embd]
 	WDown    backend.Tensor // [embd, ff]
+
+	// LayerNorm biases (GPT-2).
+	AttnNormB, FFNNormB backend.Tensor // [embd]
+	// Projection biases: Q, K, V (Qwen 2, GPT-2); the output and FFN
+	// projections (GPT-2).
+	Bq, Bk, Bv, Bo, BUp, BDown backend.Tensor
+	// Per-head RMSNorm weights of q and k (Qwen 3, Gemma 3): [headDim].
+	QNorm, KNorm backend.Tensor
+	// RMSNorm weights of the attention and FFN outputs (Gemma): [embd].
+	AttnPostNorm, FFNPostNorm backend.Tensor
 }
 
 // State is what every layer of a model shares: the backend, the
-// hyper-parameters, the workspace and the cache.
+// hyper-parameters, each layer's RoPE, the workspace and the cache.
 type State struct {
-	B    backend.Backend
-	C    model.Config
-	Rope backend.Rope
-	WS   *workspace.LayerWorkspace
-	KV   *kvcache.Cache
+	B     backend.Backend
+	C     model.Config
+	Ropes []backend.Rope // per layer (Gemma 3's sliding layers have their own base)
+	WS    *workspace.LayerWorkspace
+	KV    *kvcache.Cache
 }
 
 // Forward runs layer il over the n tokens of the batch the cache has begun
 // (kvcache.Cache.Begin), at the positions in ws.Pos, updating the residual
-// stream ws.X in place.
+// stream ws.X in place: the decoder block, step by step.
 func (l *Layer) Forward(s *State, il, n int) {
 	b, c, ws := s.B, &s.C, s.WS
 	// 1. x̂ = RMSNorm(x)·g_attn
-	b.RMSNorm(ws.XNorm, ws.X, l.AttnNorm, n, c.RMSEps)
-	// 2. q, k, v = x̂·Wqᵀ, x̂·Wkᵀ, x̂·Wvᵀ
-	b.MatMulTransposed(ws.Q, ws.XNorm, l.Wq, n)
-	b.MatMulTransposed(ws.K, ws.XNorm, l.Wk, n)
-	b.MatMulTransposed(ws.V, ws.XNorm, l.Wv, n)
-	// 3. rotate q and k by their positions
-	b.RoPE(ws.Q, n, c.NHead, c.HeadDim, ws.Pos, s.Rope)
-	b.RoPE(ws.K, n, c.NHeadKV, c.HeadDim, ws.Pos, s.Rope)
+	s.norm(ws.XNorm, ws.X, l.AttnNorm, l.AttnNormB, n)
+	// 2. q, k, v = x̂·Wqᵀ, x̂·Wkᵀ, x̂·Wvᵀ (+ biases)
+	s.linear(ws.Q, ws.XNorm, l.Wq, l.Bq, n)
+	s.linear(ws.K, ws.XNorm, l.Wk, l.Bk, n)
+	s.linear(ws.V, ws.XNorm, l.Wv, l.Bv, n)
+	// 2a. Qwen 3, Gemma 3: RMS-normalise each head of q and k
+	if l.QNorm != nil {
+		b.RMSNorm(ws.Q, ws.Q, l.QNorm, n, c.RMSEps)
+		b.RMSNorm(ws.K, ws.K, l.KNorm, n, c.RMSEps)
+	}
+	// 3. rotate q and k by their positions (GPT-2 added them to x instead)
+	if !c.NoRoPE {
+		b.RoPE(ws.Q, n, c.NHead, c.HeadDim, ws.Pos, s.Ropes[il])
+		b.RoPE(ws.K, n, c.NHeadKV, c.HeadDim, ws.Pos, s.Ropes[il])
+	}
+	// 3a. Phi-3, Gemma: scale q here, not the scores
+	if c.QueryScale > 0 {
+		b.Scale(ws.Q, ws.Q, n, c.QueryScale)
+	}
 	// 4. append k, v to the cache
 	s.KV.Store(b, il, ws.K, ws.V, n)
 	// 5. a = softmax(q·Kᵀ/√d + mask)·V over the cells each token sees
-	kc, vc := s.KV.Layer(il)
-	attn := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
-	b.Attention(ws.Att, ws.Q, kc, vc, n, s.KV.View(), attn)
-	// 6. o = a·Woᵀ; 7. x = x + o
-	b.MatMulTransposed(ws.Out, ws.Att, l.Wo, n)
+	s.attend(il, n)
+	// 6. o = a·Woᵀ (+ b_o)
+	s.linear(ws.Out, ws.Att, l.Wo, l.Bo, n)
+	// 6a. Gemma: normalise the attention's output
+	if l.AttnPostNorm != nil {
+		b.RMSNorm(ws.Out, ws.Out, l.AttnPostNorm, n, c.RMSEps)
+	}
+	// 7. x = x + o
 	b.Add(ws.X, ws.X, ws.Out, n)
 	// 8. x̂ = RMSNorm(x)·g_ffn
-	b.RMSNorm(ws.XNorm, ws.X, l.FFNNorm, n, c.RMSEps)
+	s.norm(ws.XNorm, ws.X, l.FFNNorm, l.FFNNormB, n)
 	// 9. h = silu(x̂·W_gateᵀ) ⊙ (x̂·W_upᵀ); 10. f = h·W_downᵀ
-	b.MatMulTransposed(ws.Gate, ws.XNorm, l.WGate, n)
-	b.MatMulTransposed(ws.Up, ws.XNorm, l.WUp, n)
-	b.SiLUMul(ws.Gate, ws.Gate, ws.Up, n)
-	b.MatMulTransposed(ws.Out, ws.Gate, l.WDown, n)
+	l.ffn(s, n)
+	// 10a. Gemma: normalise the FFN's output
+	if l.FFNPostNorm != nil {
+		b.RMSNorm(ws.Out, ws.Out, l.FFNPostNorm, n, c.RMSEps)
+	}
 	// 11. x = x + f
 	b.Add(ws.X, ws.X, ws.Out, n)
 }
+
+// ffn computes the feed-forward network of x̂ (ws.XNorm) into ws.Out:
+// SwiGLU (Llama), GeGLU (Gemma) or, with no gate, GPT-2's
+// gelu(x̂·W_upᵀ + b_up)·W_downᵀ + b_down.
+func (l *Layer) ffn(s *State, n int) {
+	b, ws := s.B, s.WS
+	if l.WGate == nil {
+		s.linear(ws.Up, ws.XNorm, l.WUp, l.BUp, n)
+		b.GELU(ws.Up, ws.Up, n)
+		s.linear(ws.Out, ws.Up, l.WDown, l.BDown, n)
+		return
+	}
+	b.MatMulTransposed(ws.Gate, ws.XNorm, l.WGate, n)
+	b.MatMulTransposed(ws.Up, ws.XNorm, l.WUp, n)
+	if s.C.GELU {
+		b.GELUMul(ws.Gate, ws.Gate, ws.Up, n)
+	} else {
+		b.SiLUMul(ws.Gate, ws.Gate, ws.Up, n)
+	}
+	b.MatMulTransposed(ws.Out, ws.Gate, l.WDown, n)
+}
+
+// norm is the architecture's norm: RMSNorm(x)·w, or LayerNorm(x)·w + bias
+// (GPT-2).
+func (s *State) norm(dst, x, w, bias backend.Tensor, n int) {
+	if s.C.LayerNorm {
+		s.B.LayerNorm(dst, x, w, bias, n, s.C.RMSEps)
+		return
+	}
+	s.B.RMSNorm(dst, x, w, n, s.C.RMSEps)
+}
+
+// linear is dst = x·wᵀ, plus bias when there is one.
+func (s *State) linear(dst, x, w, bias backend.Tensor, n int) {
+	s.B.MatMulTransposed(dst, x, w, n)
+	if bias != nil {
+		s.B.AddBias(dst, dst, bias, n)
+	}
+}
+
+// attend is attention of the n queries in ws.Q over the cells of layer
+// il's cache each sees (the cache's view: causal, and within the window on
+// a sliding layer), into ws.Att. Scores are scaled by 1/√headDim unless q
+// was scaled already (QueryScale), and soft-capped for Gemma 2.
+func (s *State) attend(il, n int) {
+	c := &s.C
+	kc, vc := s.KV.Layer(il)
+	a := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim, Scale: invSqrt(c.HeadDim), SoftCap: c.AttnSoftCap}
+	if c.QueryScale > 0 {
+		a.Scale = 1
+	}
+	if c.Sliding(il) {
+		a.Window = c.SlidingWindow
+	}
+	s.B.Attention(s.WS.Att, s.WS.Q, kc, vc, n, s.KV.View(), a)
+}
+
+// invSqrt is 1/√d as llama.cpp computes it: 1.0f/sqrtf(d).
+func invSqrt(d int) float32 { return 1 / float32(math.Sqrt(float64(d))) }

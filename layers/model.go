@@ -13,15 +13,20 @@ import (
 	"github.com/glint-llm/glint/workspace"
 )
 
-// Model is a Llama model on a backend: token embedding, decoder layers,
+// Model is a decoder model on a backend: token embedding, decoder layers,
 // final norm and LM head, with its workspace and a KV cache of many
 // sequences. It implements engine.Model.
 type Model struct {
 	TokEmbd    backend.Tensor // [vocab, embd]
 	OutputNorm backend.Tensor // [embd]
 	Output     backend.Tensor // [vocab, embd]; TokEmbd when tied
-	RopeFreqs  backend.Tensor // [ropeDims/2] or nil
-	Layers     []Layer
+	// RopeFreqs divides the RoPE frequencies: Llama 3's rope_freqs, or
+	// Phi-3's LongRoPE factors (short, or long when the context exceeds
+	// the original); [ropeDims/2] or nil.
+	RopeFreqs   backend.Tensor
+	PosEmbd     backend.Tensor // [context, embd] learned positions (GPT-2) or nil
+	OutputNormB backend.Tensor // [embd] LayerNorm bias (GPT-2) or nil
+	Layers      []Layer
 
 	s       State
 	weights []backend.Tensor
@@ -71,28 +76,54 @@ type weightRef struct {
 	optional bool
 }
 
-// tensorMap is the one place where GGUF tensor names meet the model's fields.
-func (m *Model) tensorMap(c model.Config) []weightRef {
-	qDim, kvDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
+// tensorMap is the one place where GGUF tensor names meet the model's
+// fields, for every architecture: what an architecture lacks is optional
+// (and then absent from its files; model.Config.TensorShapes lists what a
+// file holds). Fused matrices are read as their parts (model.Unfused).
+// ctx is the KV-cache length, which picks Phi-3's LongRoPE factors as
+// llama.cpp does.
+func (m *Model) tensorMap(c model.Config, ctx int) []weightRef {
+	e, q, kv, ff := c.NEmbd, c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NFF
+	freqs, hasFreqs := "rope_freqs.weight", c.HasRopeFreqs
+	if c.HasRopeFactors {
+		freqs, hasFreqs = "rope_factors_short.weight", true
+		if ctx > c.RopeOrigContext {
+			freqs = "rope_factors_long.weight"
+		}
+	}
 	refs := []weightRef{
-		{&m.TokEmbd, "token_embd.weight", []int{c.Vocab, c.NEmbd}, false},
-		{&m.OutputNorm, "output_norm.weight", []int{c.NEmbd}, false},
-		{&m.Output, "output.weight", []int{c.Vocab, c.NEmbd}, c.TiedEmbeddings},
-		{&m.RopeFreqs, "rope_freqs.weight", []int{c.RopeDims / 2}, !c.HasRopeFreqs},
+		{&m.TokEmbd, "token_embd.weight", []int{c.Vocab, e}, false},
+		{&m.PosEmbd, "position_embd.weight", []int{c.Context, e}, !c.NoRoPE},
+		{&m.OutputNorm, "output_norm.weight", []int{e}, false},
+		{&m.OutputNormB, "output_norm.bias", []int{e}, !c.LayerNorm},
+		{&m.Output, "output.weight", []int{c.Vocab, e}, c.TiedEmbeddings},
+		{&m.RopeFreqs, freqs, []int{c.RopeDims / 2}, !hasFreqs},
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		refs = append(refs,
-			weightRef{&l.AttnNorm, p + "attn_norm.weight", []int{c.NEmbd}, false},
-			weightRef{&l.Wq, p + "attn_q.weight", []int{qDim, c.NEmbd}, false},
-			weightRef{&l.Wk, p + "attn_k.weight", []int{kvDim, c.NEmbd}, false},
-			weightRef{&l.Wv, p + "attn_v.weight", []int{kvDim, c.NEmbd}, false},
-			weightRef{&l.Wo, p + "attn_output.weight", []int{c.NEmbd, qDim}, false},
-			weightRef{&l.FFNNorm, p + "ffn_norm.weight", []int{c.NEmbd}, false},
-			weightRef{&l.WGate, p + "ffn_gate.weight", []int{c.NFF, c.NEmbd}, false},
-			weightRef{&l.WUp, p + "ffn_up.weight", []int{c.NFF, c.NEmbd}, false},
-			weightRef{&l.WDown, p + "ffn_down.weight", []int{c.NEmbd, c.NFF}, false},
+			weightRef{&l.AttnNorm, p + "attn_norm.weight", []int{e}, false},
+			weightRef{&l.AttnNormB, p + "attn_norm.bias", []int{e}, !c.LayerNorm},
+			weightRef{&l.Wq, p + "attn_q.weight", []int{q, e}, false},
+			weightRef{&l.Wk, p + "attn_k.weight", []int{kv, e}, false},
+			weightRef{&l.Wv, p + "attn_v.weight", []int{kv, e}, false},
+			weightRef{&l.Bq, p + "attn_q.bias", []int{q}, !c.AttnBias},
+			weightRef{&l.Bk, p + "attn_k.bias", []int{kv}, !c.AttnBias},
+			weightRef{&l.Bv, p + "attn_v.bias", []int{kv}, !c.AttnBias},
+			weightRef{&l.QNorm, p + "attn_q_norm.weight", []int{c.HeadDim}, !c.QKNorm},
+			weightRef{&l.KNorm, p + "attn_k_norm.weight", []int{c.HeadDim}, !c.QKNorm},
+			weightRef{&l.Wo, p + "attn_output.weight", []int{e, q}, false},
+			weightRef{&l.Bo, p + "attn_output.bias", []int{e}, !c.OutBias},
+			weightRef{&l.AttnPostNorm, p + "post_attention_norm.weight", []int{e}, !c.PostNorms},
+			weightRef{&l.FFNNorm, p + "ffn_norm.weight", []int{e}, false},
+			weightRef{&l.FFNNormB, p + "ffn_norm.bias", []int{e}, !c.LayerNorm},
+			weightRef{&l.WGate, p + "ffn_gate.weight", []int{ff, e}, c.NoGate},
+			weightRef{&l.WUp, p + "ffn_up.weight", []int{ff, e}, false},
+			weightRef{&l.BUp, p + "ffn_up.bias", []int{ff}, !c.OutBias},
+			weightRef{&l.WDown, p + "ffn_down.weight", []int{e, ff}, false},
+			weightRef{&l.BDown, p + "ffn_down.bias", []int{e}, !c.OutBias},
+			weightRef{&l.FFNPostNorm, p + "post_ffw_norm.weight", []int{e}, !c.PostNorms},
 		)
 	}
 	return refs
@@ -101,13 +132,18 @@ func (m *Model) tensorMap(c model.Config) []weightRef {
 // Load places the weights of src on backend b and allocates the workspace
 // and KV cache.
 func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Model, error) {
-	if c.RopeDims == 0 {
+	if c.RopeDims == 0 && !c.NoRoPE {
 		c.RopeDims = c.HeadDim
+	}
+	if err := model.CheckArch(c.Arch); err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
 	}
 	if c.NHead <= 0 || c.NHeadKV <= 0 || c.NHead%c.NHeadKV != 0 {
 		return nil, fmt.Errorf("layers: %d heads do not divide into %d KV heads", c.NHead, c.NHeadKV)
 	}
-	if o.Context <= 0 {
+	src = model.Unfused(src, c)
+	if o.Context <= 0 || c.NoRoPE && o.Context > c.Context {
+		// GPT-2 has a position embedding for its trained context only.
 		o.Context = c.Context
 	}
 	if o.Batch <= 0 {
@@ -121,7 +157,7 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 	o.MaxOutputs = min(o.MaxOutputs, o.Batch)
 	m := &Model{Layers: make([]Layer, c.NLayer),
 		ids: make([]int32, o.Batch), pos: make([]int32, o.Batch), seq: make([]int32, o.Batch)}
-	refs := m.tensorMap(c)
+	refs := m.tensorMap(c, o.Context)
 	fp := newFingerprint(c)
 
 	var total, done int64
@@ -181,9 +217,10 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		m.free(b)
 		return nil, fmt.Errorf("layers: %w", err)
 	}
-	m.s = State{
-		B: b, C: c, WS: ws, KV: kv,
-		Rope: backend.Rope{Dims: c.RopeDims, Theta: c.RopeTheta, Freqs: m.RopeFreqs, NeoX: c.RopeNeoX},
+	m.s = State{B: b, C: c, WS: ws, KV: kv}
+	for il := range c.NLayer {
+		m.s.Ropes = append(m.s.Ropes, backend.Rope{Dims: c.RopeDims, Theta: c.LayerRopeTheta(il), Freqs: m.RopeFreqs, NeoX: c.RopeNeoX,
+			FreqScale: c.LayerRopeFreqScale(il), AttnFactor: c.RopeAttnFactor})
 	}
 	if err := b.Sync(); err != nil {
 		m.Close()
@@ -256,8 +293,8 @@ func (m *Model) Decode(batch []engine.Item) error {
 	if err := s.KV.Room(seqs); err != nil {
 		return fmt.Errorf("layers: %w", err)
 	}
-	if err := s.KV.Shift(b, s.Rope, s.WS.K, s.WS.Pos); err != nil {
-		return fmt.Errorf("layers: %w", err)
+	if err := m.kShift(); err != nil {
+		return err
 	}
 	out := 0
 	for start := 0; start < len(batch); {
@@ -275,7 +312,7 @@ func (m *Model) Decode(batch []engine.Item) error {
 		if err := s.KV.Begin(b, m.pos[:n], m.seq[:n]); err != nil {
 			return fmt.Errorf("layers: %w", err)
 		}
-		b.Embedding(s.WS.X, m.TokEmbd, s.WS.IDs, n)
+		m.embed(n)
 		for il := range m.Layers {
 			m.Layers[il].Forward(s, il, n)
 		}
@@ -296,15 +333,34 @@ func (m *Model) Decode(batch []engine.Item) error {
 		start += n
 	}
 	if out > 0 {
-		// logits = RMSNorm(h)·g_out · W_outᵀ
-		b.RMSNorm(s.WS.XNorm, s.WS.Hidden, m.OutputNorm, out, c.RMSEps)
+		// logits = norm(h)·g_out · W_outᵀ
+		s.norm(s.WS.XNorm, s.WS.Hidden, m.OutputNorm, m.OutputNormB, out)
 		b.MatMulTransposed(s.WS.Logits, s.WS.XNorm, m.Output, out)
+		// Gemma 2: logits = c·tanh(logits/c)
+		if c.FinalSoftCap > 0 {
+			b.SoftCap(s.WS.Logits, out, c.FinalSoftCap)
+		}
 	}
 	if err := b.Err(); err != nil {
 		return err
 	}
 	m.outputs = out
 	return nil
+}
+
+// embed puts the embeddings of the n ids in ws.IDs, at the positions in
+// ws.Pos, into the residual stream ws.X: x = E[id] (· √embd for Gemma;
+// + P[pos] for GPT-2's learned positions).
+func (m *Model) embed(n int) {
+	s, b := &m.s, m.s.B
+	b.Embedding(s.WS.X, m.TokEmbd, s.WS.IDs, n)
+	if s.C.EmbedScale > 0 {
+		b.Scale(s.WS.X, s.WS.X, n, s.C.EmbedScale)
+	}
+	if m.PosEmbd != nil {
+		b.Embedding(s.WS.Out, m.PosEmbd, s.WS.Pos, n)
+		b.Add(s.WS.X, s.WS.X, s.WS.Out, n)
+	}
 }
 
 // Logits copies output i's logits to dst.
@@ -354,8 +410,8 @@ func (m *Model) seqErr(err error) error {
 // SeqState returns sequence seq's cells (after any pending K-shift) under
 // the model's fingerprint.
 func (m *Model) SeqState(seq int) ([]byte, error) {
-	if err := m.s.KV.Shift(m.s.B, m.s.Rope, m.s.WS.K, m.s.WS.Pos); err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
+	if err := m.kShift(); err != nil {
+		return nil, err
 	}
 	return m.s.KV.State(m.s.B, seq, m.fingerprint)
 }
@@ -377,6 +433,19 @@ func (m *Model) Close() error {
 	}
 	if b != nil {
 		m.free(b)
+	}
+	return nil
+}
+
+// kShift applies a K-shift SeqShift left pending, with each layer's RoPE
+// (none for a model without RoPE: its positions only move).
+func (m *Model) kShift() error {
+	ropes := m.s.Ropes
+	if m.s.C.NoRoPE {
+		ropes = nil
+	}
+	if err := m.s.KV.Shift(m.s.B, ropes, m.s.WS.K, m.s.WS.Pos); err != nil {
+		return fmt.Errorf("layers: %w", err)
 	}
 	return nil
 }

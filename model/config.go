@@ -3,14 +3,19 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
-// Validate checks that the hyper-parameters describe a Llama model the
-// layers can run: every size positive, the query heads a multiple of the KV
-// heads, and the rotated dimensions an even number within a head.
+// Validate checks that the hyper-parameters describe a model the layers can
+// run: a supported architecture, every size positive, the query heads a
+// multiple of the KV heads, and the rotated dimensions an even number within
+// a head.
 func (c Config) Validate() error {
 	var errs []error
+	if err := CheckArch(c.Arch); err != nil {
+		errs = append(errs, err)
+	}
 	positive := func(name string, v int) {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s = %d must be positive", name, v))
@@ -27,14 +32,30 @@ func (c Config) Validate() error {
 	if c.NHead > 0 && c.NHeadKV > 0 && c.NHead%c.NHeadKV != 0 {
 		errs = append(errs, fmt.Errorf("%d heads are not a multiple of %d KV heads", c.NHead, c.NHeadKV))
 	}
-	if c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim {
+	if !c.NoRoPE && (c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim) {
 		errs = append(errs, fmt.Errorf("rope dims %d must be even and within the head dim %d", c.RopeDims, c.HeadDim))
 	}
 	if !(c.RMSEps > 0) {
-		errs = append(errs, fmt.Errorf("RMS norm epsilon %g must be positive", c.RMSEps))
+		errs = append(errs, fmt.Errorf("norm epsilon %g must be positive", c.RMSEps))
 	}
-	if !(c.RopeTheta > 0) {
+	if !c.NoRoPE && !(c.RopeTheta > 0) {
 		errs = append(errs, fmt.Errorf("rope theta %g must be positive", c.RopeTheta))
+	}
+	if c.SlidingWindow < 0 || c.SWAPattern < 0 {
+		errs = append(errs, fmt.Errorf("sliding window %d and pattern %d must not be negative", c.SlidingWindow, c.SWAPattern))
+	}
+	for _, f := range []struct {
+		name string
+		v    float32
+	}{{"embedding scale", c.EmbedScale}, {"query scale", c.QueryScale}, {"attention soft cap", c.AttnSoftCap},
+		{"final soft cap", c.FinalSoftCap}, {"sliding-window rope theta", c.RopeThetaSWA},
+		{"rope frequency scale", c.RopeFreqScale}, {"rope attention factor", c.RopeAttnFactor}} {
+		if f.v < 0 || math.IsNaN(float64(f.v)) || math.IsInf(float64(f.v), 0) {
+			errs = append(errs, fmt.Errorf("%s %g must be a finite number ≥ 0", f.name, f.v))
+		}
+	}
+	if c.HasRopeFactors && c.RopeOrigContext <= 0 {
+		errs = append(errs, fmt.Errorf("LongRoPE factors need the original context (got %d)", c.RopeOrigContext))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("model config: %w", err)
@@ -43,33 +64,85 @@ func (c Config) Validate() error {
 }
 
 // TensorShapes lists the GGUF name and row-major shape of every tensor a
-// Llama model with this config has. It is the one description of the
-// architecture's weights: loaders check files against it and package synth
-// generates from it.
+// model with this config has, named and shaped as llama.cpp's converter
+// writes them (Phi-3's and GPT-2's fused matrices included). It is the one
+// description of the files' weights: loaders check files against it and
+// package synth generates from it.
 func (c Config) TensorShapes() []TensorShape {
-	q := c.NHead * c.HeadDim
-	kv := c.NHeadKV * c.HeadDim
-	ts := []TensorShape{{"token_embd.weight", []int{c.Vocab, c.NEmbd}}}
+	e, q, kv, ff := c.NEmbd, c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NFF
+	ts := []TensorShape{{"token_embd.weight", []int{c.Vocab, e}}}
+	add := func(name string, shape ...int) { ts = append(ts, TensorShape{name, shape}) }
+	if c.NoRoPE {
+		add("position_embd.weight", c.Context, e)
+	}
 	if c.HasRopeFreqs {
-		ts = append(ts, TensorShape{"rope_freqs.weight", []int{c.RopeDims / 2}})
+		add("rope_freqs.weight", c.RopeDims/2)
+	}
+	if c.HasRopeFactors {
+		add("rope_factors_long.weight", c.RopeDims/2)
+		add("rope_factors_short.weight", c.RopeDims/2)
+	}
+	// norm adds a norm's weight and, for LayerNorm, its bias.
+	norm := func(name string) {
+		add(name+".weight", e)
+		if c.LayerNorm {
+			add(name+".bias", e)
+		}
 	}
 	for i := 0; i < c.NLayer; i++ {
 		b := fmt.Sprintf("blk.%d.", i)
-		ts = append(ts,
-			TensorShape{b + "attn_norm.weight", []int{c.NEmbd}},
-			TensorShape{b + "attn_q.weight", []int{q, c.NEmbd}},
-			TensorShape{b + "attn_k.weight", []int{kv, c.NEmbd}},
-			TensorShape{b + "attn_v.weight", []int{kv, c.NEmbd}},
-			TensorShape{b + "attn_output.weight", []int{c.NEmbd, q}},
-			TensorShape{b + "ffn_norm.weight", []int{c.NEmbd}},
-			TensorShape{b + "ffn_gate.weight", []int{c.NFF, c.NEmbd}},
-			TensorShape{b + "ffn_up.weight", []int{c.NFF, c.NEmbd}},
-			TensorShape{b + "ffn_down.weight", []int{c.NEmbd, c.NFF}},
-		)
+		norm(b + "attn_norm")
+		if c.FusedQKV {
+			add(b+"attn_qkv.weight", q+2*kv, e)
+			if c.AttnBias {
+				add(b+"attn_qkv.bias", q+2*kv)
+			}
+		} else {
+			for _, p := range []struct {
+				name string
+				rows int
+			}{{"attn_q", q}, {"attn_k", kv}, {"attn_v", kv}} {
+				add(b+p.name+".weight", p.rows, e)
+				if c.AttnBias {
+					add(b+p.name+".bias", p.rows)
+				}
+			}
+		}
+		if c.QKNorm {
+			add(b+"attn_q_norm.weight", c.HeadDim)
+			add(b+"attn_k_norm.weight", c.HeadDim)
+		}
+		add(b+"attn_output.weight", e, q)
+		if c.OutBias {
+			add(b+"attn_output.bias", e)
+		}
+		if c.PostNorms {
+			add(b+"post_attention_norm.weight", e)
+		}
+		norm(b + "ffn_norm")
+		switch {
+		case c.NoGate:
+			add(b+"ffn_up.weight", ff, e)
+			if c.OutBias {
+				add(b+"ffn_up.bias", ff)
+			}
+		case c.FusedGateUp:
+			add(b+"ffn_up.weight", 2*ff, e)
+		default:
+			add(b+"ffn_gate.weight", ff, e)
+			add(b+"ffn_up.weight", ff, e)
+		}
+		add(b+"ffn_down.weight", e, ff)
+		if c.OutBias {
+			add(b+"ffn_down.bias", e)
+		}
+		if c.PostNorms {
+			add(b+"post_ffw_norm.weight", e)
+		}
 	}
-	ts = append(ts, TensorShape{"output_norm.weight", []int{c.NEmbd}})
+	norm("output_norm")
 	if !c.TiedEmbeddings {
-		ts = append(ts, TensorShape{"output.weight", []int{c.Vocab, c.NEmbd}})
+		add("output.weight", c.Vocab, e)
 	}
 	return ts
 }

@@ -29,20 +29,20 @@ func TestNames(t *testing.T) {
 		{"model.layers.7.mlp.up_proj.weight", "blk.7.ffn_up.weight"},
 		{"model.layers.120.mlp.down_proj.weight", "blk.120.ffn_down.weight"},
 	} {
-		if g, ok := model.GGUFName(tc.hf); !ok || g != tc.gguf {
+		if g, ok := model.GGUFName("llama", tc.hf); !ok || g != tc.gguf {
 			t.Errorf("GGUFName(%q) = %q, %v; want %q", tc.hf, g, ok, tc.gguf)
 		}
-		if h, ok := model.HFName(tc.gguf); !ok || h != tc.hf {
+		if h, ok := model.HFName("llama", tc.gguf); !ok || h != tc.hf {
 			t.Errorf("HFName(%q) = %q, %v; want %q", tc.gguf, h, ok, tc.hf)
 		}
 	}
 	for _, bad := range []string{"", "model.layers.x.mlp.up_proj.weight", "model.layers.01.mlp.up_proj.weight",
 		"model.layers.-1.mlp.up_proj.weight", "model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.0", "blk.0.attn_q.weight"} {
-		if g, ok := model.GGUFName(bad); ok {
+		if g, ok := model.GGUFName("llama", bad); ok {
 			t.Errorf("GGUFName(%q) = %q, want no mapping", bad, g)
 		}
 	}
-	if h, ok := model.HFName("rope_freqs.weight"); ok {
+	if h, ok := model.HFName("llama", "rope_freqs.weight"); ok {
 		t.Errorf("HFName(rope_freqs.weight) = %q, want none (HF derives it from config)", h)
 	}
 }
@@ -225,7 +225,12 @@ func TestConfigFromHF(t *testing.T) {
 	for _, tc := range []struct {
 		name, json, want string
 	}{
-		{"gemma", string(gemma), "Gemma3ForCausalLM"},
+		{"gemma 3 multimodal", `{"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3"}`, "Gemma3ForCausalLM"},
+		{"mamba", `{"architectures":["MambaForCausalLM"],"model_type":"mamba"}`, "(supported: LlamaForCausalLM, Qwen2ForCausalLM,"},
+		{"activation", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"hidden_act":"relu"}`, `activation "relu" is not supported`},
+		{"qwen2 yarn", `{"model_type":"qwen2","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"rope_scaling":{"type":"yarn","factor":4}}`, `rope_scaling "yarn" is not supported`},
+		{"gemma 3 soft cap", `{"model_type":"gemma3_text","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"final_logit_softcapping":30}`, "soft-capping"},
+		{"layer types", `{"model_type":"gemma3_text","hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,"intermediate_size":8,"layer_types":["sliding_attention","full_attention","full_attention"]}`, "one period"},
 		{"not json", "{", "config.json"},
 		{"yarn", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"rope_scaling":{"rope_type":"yarn","factor":4}}`, `"yarn" is not supported`},
 		{"gqa", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":3,"intermediate_size":8}`, "not a multiple of 3 KV heads"},
@@ -238,6 +243,33 @@ func TestConfigFromHF(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+	// The real Gemma 3 270M: 5 sliding layers (window 512, base 10000) to
+	// each global one (base 1e6), q scaled by 1/√256, embeddings by √640.
+	c, err = model.ConfigFromHF(gemma)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = model.Config{Arch: "gemma3", NLayer: 18, NEmbd: 640, NHead: 4, NHeadKV: 1, HeadDim: 256, NFF: 2048,
+		Vocab: 262144, Context: 32768, RMSEps: 1e-6, RopeTheta: 1e6, RopeDims: 256, RopeNeoX: true, TiedEmbeddings: true,
+		QKNorm: true, PostNorms: true, GELU: true, EmbedScale: float32(math.Sqrt(640)), QueryScale: 1.0 / 16,
+		SlidingWindow: 512, SWAPattern: 6, RopeThetaSWA: 10000}
+	if c != want {
+		t.Errorf("gemma 3 270M:\ngot  %+v\nwant %+v", c, want)
+	}
+	// Gemma 3 4B's linear scaling (factor 8) applies to its global layers.
+	g4 := strings.Replace(string(gemma), `"rope_scaling": null`, `"rope_scaling": {"rope_type": "linear", "factor": 8.0}`, 1)
+	c4, err := model.ConfigFromHF([]byte(g4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c4.RopeFreqScale != 0.125 || c4.LayerRopeFreqScale(0) != 0 || c4.LayerRopeFreqScale(5) != 0.125 {
+		t.Errorf("linear scaling: %g, layer 0 %g, layer 5 %g", c4.RopeFreqScale, c4.LayerRopeFreqScale(0), c4.LayerRopeFreqScale(5))
+	}
+	for il, global := range []bool{false, false, false, false, false, true, false, false, false, false, false, true} {
+		if c.Sliding(il) == global || c.LayerRopeTheta(il) != map[bool]float32{true: 1e6, false: 1e4}[global] {
+			t.Errorf("layer %d: sliding %v, theta %g; want global %v", il, c.Sliding(il), c.LayerRopeTheta(il), global)
+		}
 	}
 	// Defaults: no head_dim, kv heads, theta, eps, context or vocab.
 	c, err = model.ConfigFromHF([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8}`))

@@ -1,5 +1,5 @@
 // Package workspace holds the LayerWorkspace: every intermediate buffer a
-// Llama layer needs, allocated once on the backend when a model loads and
+// decoder layer needs, allocated once on the backend when a model loads and
 // reused by every layer and every token, so that generating a token
 // allocates nothing.
 package workspace
@@ -31,7 +31,7 @@ type LayerWorkspace struct {
 	Hidden backend.Tensor // [Outputs, embd] final hidden states of the tokens whose logits are wanted
 	Logits backend.Tensor // [Outputs, vocab]
 	IDs    backend.Tensor // I32 [Batch] token ids in
-	Pos    backend.Tensor // I32 [Batch] their positions (RoPE)
+	Pos    backend.Tensor // I32 [Batch] their positions (RoPE, learned position embeddings)
 	Best   backend.Tensor // I32 [Outputs] argmax out
 
 	all []backend.Tensor

@@ -53,6 +53,12 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"AttentionViews", testAttentionViews},
 		{"Softmax", testSoftmax},
 		{"Argmax", testArgmax},
+		{"RMSNormPerHead", testRMSNormPerHead},
+		{"LayerNorm", testLayerNorm},
+		{"GELU", testGELU},
+		{"AddBias", testAddBias},
+		{"Scale", testScale},
+		{"SoftCap", testSoftCap},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -462,16 +468,19 @@ func testRoPE(h *harness) {
 		pos0                 int
 		theta                float32
 		freqs, neox          bool
+		freqScale, mscale    float32 // linear scaling, LongRoPE's attention factor (0: none)
 	}
 	var cases []rc
 	for _, neox := range []bool{false, true} {
 		for _, freqs := range []bool{false, true} {
 			cases = append(cases,
-				rc{4, 64, 64, "pos0+i", 0, 500000, freqs, neox},
-				rc{3, 12, 8, "pos0+i", 7, 10000, freqs, neox}, // partial rotation
-				rc{2, 10, 6, "pos0+i", 1000, 10000, freqs, neox},
-				rc{5, 8, 8, "pos0+i", 31, 10000, freqs, neox},
-				rc{4, 16, 16, "any", 0, 10000, freqs, neox},
+				rc{4, 64, 64, "pos0+i", 0, 500000, freqs, neox, 0, 0},
+				rc{3, 12, 8, "pos0+i", 7, 10000, freqs, neox, 0, 0}, // partial rotation
+				rc{2, 10, 6, "pos0+i", 1000, 10000, freqs, neox, 0, 0},
+				rc{5, 8, 8, "pos0+i", 31, 10000, freqs, neox, 0, 0},
+				rc{4, 16, 16, "any", 0, 10000, freqs, neox, 0, 0},
+				rc{2, 16, 16, "pos0+i", 900, 1e6, freqs, neox, 0.125, 0},       // Gemma 3's global layers
+				rc{2, 16, 16, "pos0+i", 200, 10000, freqs, neox, 0, 1.1902381}, // Phi-3.5's LongRoPE
 			)
 		}
 	}
@@ -485,7 +494,8 @@ func testRoPE(h *harness) {
 			fv = randF32(h.rng, c.dims/2, 1, 8)
 			ft = h.weight("rope_freqs.weight", dtype.F32, f32Bytes(fv), c.dims/2)
 		}
-		r := backend.Rope{Dims: c.dims, Theta: c.theta, Freqs: ft, NeoX: c.neox}
+		r := backend.Rope{Dims: c.dims, Theta: c.theta, Freqs: ft, NeoX: c.neox, FreqScale: c.freqScale, AttnFactor: c.mscale}
+		fs, ms, _ := r.Scales()
 		for _, n := range []int{1, 3, 17} {
 			name := fmt.Sprintf("%+v n=%d", c, n)
 			// A batch mixes sequences (positions out of order, repeated)
@@ -505,14 +515,14 @@ func testRoPE(h *harness) {
 			xt := h.f32(x, n+1, cols)
 			h.be.RoPE(xt, n, c.heads, c.headDim, pt, r)
 			got := h.read(xt)
-			want := refRoPE(x[:n*cols], n, c.heads, c.headDim, pos, c.dims, float64(c.theta), fv, c.neox)
+			want := refRoPE(x[:n*cols], n, c.heads, c.headDim, pos, c.dims, float64(c.theta), fv, c.neox, float64(fs), float64(ms))
 			// A float32 backend computes the angle pos·θ^(-2i/d) with a
 			// relative error of a few 2⁻²⁴, an absolute angle error of
 			// about |pos|·2⁻²², plus a few ulp in sin and cos; the element
 			// error scales with the pair's magnitude (≤ 2 here).
 			near(h.t, name, got[:n*cols], want, func(i int) float64 {
-				p := math.Abs(float64(pos[i/cols]))
-				return (4e-6 + p*3e-7) * 2
+				p := math.Abs(float64(pos[i/cols])) * float64(fs)
+				return (4e-6 + p*3e-7) * 2 * float64(ms)
 			})
 			exact(h.t, name+" row past n", got[n*cols:], x[n*cols:])
 			// Dimensions past Dims of each head must not move at all.

@@ -53,11 +53,29 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"Embedding ids not I32", func(be backend.Backend, k *kit) { be.Embedding(k.x, k.w, k.y, 2) }},
 		{"RMSNorm weight size", func(be backend.Backend, k *kit) { be.RMSNorm(k.wide, k.wide, k.norm, 1, 1e-5) }},
 		{"RMSNorm negative n", func(be backend.Backend, k *kit) { be.RMSNorm(k.x, k.x, k.norm, -1, 1e-5) }},
+		{"RMSNorm weight not a divisor", func(be backend.Backend, k *kit) {
+			w, _ := be.Alloc(dtype.F32, 24)
+			be.RMSNorm(k.x, k.x, w, 1, 1e-5)
+		}},
+		{"LayerNorm weight size", func(be backend.Backend, k *kit) { be.LayerNorm(k.wide, k.wide, k.norm, nil, 1, 1e-5) }},
+		{"LayerNorm bias size", func(be backend.Backend, k *kit) {
+			b, _ := be.Alloc(dtype.F32, 32)
+			be.LayerNorm(k.x, k.x, k.norm, b, 1, 1e-5)
+		}},
+		{"GELUMul cols", func(be backend.Backend, k *kit) { be.GELUMul(k.x, k.wide, k.y, 1) }},
+		{"GELU n past rows", func(be backend.Backend, k *kit) { be.GELU(k.x, k.y, 4) }},
+		{"AddBias size", func(be backend.Backend, k *kit) { be.AddBias(k.wide, k.wide, k.norm, 1) }},
+		{"AddBias not F32", func(be backend.Backend, k *kit) { be.AddBias(k.x, k.x, k.ids, 1) }},
+		{"Scale cols", func(be backend.Backend, k *kit) { be.Scale(k.x, k.wide, 1, 2) }},
+		{"SoftCap zero cap", func(be backend.Backend, k *kit) { be.SoftCap(k.x, 1, 0) }},
 		{"RoPE odd dims", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 7, Theta: 1e4}) }},
 		{"RoPE dims past head", func(be backend.Backend, k *kit) {
 			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 18, Theta: 1e4})
 		}},
 		{"RoPE heads", func(be backend.Backend, k *kit) { be.RoPE(k.q, 1, 3, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4}) }},
+		{"RoPE negative scale", func(be backend.Backend, k *kit) {
+			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4, FreqScale: -1})
+		}},
 		{"RoPE freqs size", func(be backend.Backend, k *kit) {
 			be.RoPE(k.q, 1, 4, 16, k.pos, backend.Rope{Dims: 16, Theta: 1e4, Freqs: k.norm})
 		}},

@@ -146,9 +146,9 @@ func refRMSNorm(x, w []float32, n, cols int, eps float32) []float64 {
 }
 
 // refRoPE rotates a copy of x as llama.cpp defines it: row t turns pair i
-// by pos[t]·theta^(-2i/dims)/freqs[i]; NeoX pairs (i, i+dims/2), otherwise
-// (2i, 2i+1).
-func refRoPE(x []float32, n, heads, headDim int, pos []int32, dims int, theta float64, freqs []float32, neox bool) []float64 {
+// by fs·pos[t]·theta^(-2i/dims)/freqs[i], scaled by ms; NeoX pairs (i,
+// i+dims/2), otherwise (2i, 2i+1).
+func refRoPE(x []float32, n, heads, headDim int, pos []int32, dims int, theta float64, freqs []float32, neox bool, fs, ms float64) []float64 {
 	out := make([]float64, len(x))
 	for i, v := range x {
 		out[i] = float64(v)
@@ -166,7 +166,8 @@ func refRoPE(x []float32, n, heads, headDim int, pos []int32, dims int, theta fl
 				if neox {
 					a, b = base+i, base+i+dims/2
 				}
-				s, c := math.Sincos(p * f)
+				s, c := math.Sincos(fs * p * f)
+				s, c = s*ms, c*ms
 				x0, x1 := out[a], out[b]
 				out[a], out[b] = x0*c-x1*s, x0*s+x1*c
 			}

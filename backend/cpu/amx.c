@@ -17,12 +17,12 @@
 //
 // Numerics: each block's term, (dw·dx)·Σ qw·qx rounded to float32, is added
 // to its (row, token) sum in double and the sum rounded to float32 at the
-// end, as the Q8_0 kernels of every other level do (quant.go says why the
-// order of those double sums does not matter), so AMX gives the portable
-// path's bits for Q8_0. Q4_0's reference now adds its blocks into one float32
-// by fused multiply-adds (or in eight lanes), so amxMatMat declines Q4_0 and
-// the Q4_0 code here is not reached; converting it would only change post
-// (one float accumulator per pair, fmadd per block in order).
+// end, in any order. The references of Q4_0 and Q8_0 now follow ggml's x86
+// order instead (quant.go: one float accumulator per output fed by a fused
+// multiply-add per block, or eight lanes per block), so amxMatMat declines
+// both (amxOrder) and this code is not reached; converting it would change
+// post (the accumulators) and, for the lanes, the tiles' shape (a lane is
+// four elements of each block, not a whole block).
 
 #include <cpuid.h>
 #include <immintrin.h>

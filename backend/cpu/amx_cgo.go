@@ -16,14 +16,11 @@ import (
 // OS granted the tile state (which glint_amx_init requests once).
 func hostAMX() bool { return C.glint_amx_init() != 0 }
 
-// amxMatMat runs rows lo…hi-1 of a prefill matmul with Q8_0 weights on the
-// AMX kernel, and reports false (having done nothing) where that kernel does
-// not apply or could not get its working memory. Q4_0 is declined: its
-// reference now adds each block into one float32 by a fused multiply-add
-// (or, for row counts not a multiple of 8, in eight lanes), not in double as
-// amx.c does, so Q4_0 runs the VNNI/VBMI kernels of simd.c instead.
+// amxMatMat runs rows lo…hi-1 of a prefill matmul on the AMX kernel, and
+// reports false (having done nothing) where that kernel does not apply or
+// could not get its working memory.
 func amxMatMat(t *task, rowBytes, lo, hi int) bool {
-	if t.n < amxMinTokens || t.k%32 != 0 || t.wt != dtype.Q8_0 {
+	if t.n < amxMinTokens || t.k%32 != 0 || !amxOrder(t.wt) {
 		return false
 	}
 	a := t.act
@@ -31,3 +28,11 @@ func amxMatMat(t *task, rowBytes, lo, hi int) bool {
 		(*C.int32_t)(unsafe.Pointer(&a.c[0])), C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])),
 		C.size_t(rowBytes), C.int(lo), C.int(hi), (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m)) != 0
 }
+
+// amxOrder reports whether amx.c sums weight type dt in the portable path's
+// order. It adds each block's float32 term in double, and no type's
+// reference does that any more: Q4_0 and Q8_0 follow ggml's x86 order (one
+// fused multiply-add per block into one float, or into eight lanes;
+// quant.go), so the AMX level runs the VNNI/VBMI kernels of simd.c until
+// amx.c's float part is converted, on a host with AMX to test it.
+func amxOrder(dtype.Type) bool { return false }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/internal/ggmlmath"
 )
 
 // Attention implements backend.Backend.
@@ -202,7 +203,7 @@ func (sc *scratch) visible(t *task, row int) []int32 {
 // float32 1/cap, tanhf, ggml_scale by cap).
 func (t *task) score(d float32) float32 {
 	if t.softCap > 0 {
-		d = t.softCap * libmTanh(d*(1/t.softCap))
+		d = ggmlmath.SoftCap(d, t.softCap)
 	}
 	return d * t.scale
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/internal/ggmlmath"
 )
 
 // minElemsPerTask keeps elementwise work on one thread when waking others
@@ -59,16 +60,18 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if d == nil || xt == nil || wt == nil || !b.writable(op, "dst", d) || !b.checkN(op, n, d, xt) {
 		return
 	}
-	cols := backend.Cols(xt)
-	if backend.Cols(d) != cols || len(wt.f32) != cols {
+	cols, k := backend.Cols(xt), len(wt.f32)
+	if backend.Cols(d) != cols || k == 0 || cols%k != 0 {
 		b.fail(backend.ShapeError("cpu: "+op, "x %v, w %v, dst %v", xt.shape, wt.shape, d.shape))
 		return
 	}
 	if n == 0 {
 		return
 	}
+	// A w shorter than a row normalises each of its runs: rows of k.
+	rows := n * (cols / k)
 	t := &b.pool.task
-	*t = task{kind: kRMSNorm, total: n, grain: max(1, minElemsPerTask/cols), dst: d.f32, x: xt.f32, y: wt.f32, k: cols, eps: eps}
+	*t = task{kind: kRMSNorm, total: rows, grain: max(1, minElemsPerTask/k), dst: d.f32, x: xt.f32, y: wt.f32, k: k, eps: eps}
 	b.pool.run()
 }
 
@@ -104,10 +107,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	if xt == nil || pt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) {
 		return
 	}
+	freqScale, mscale, scalesOK := r.Scales()
 	if heads <= 0 || headDim <= 0 || backend.Cols(xt) != heads*headDim || len(pt.i32) < n ||
-		r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || !(r.Theta > 0) {
-		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, %d positions for n = %d, rope dims %d theta %g",
-			xt.shape, heads, headDim, len(pt.i32), n, r.Dims, r.Theta))
+		r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || !(r.Theta > 0) || !scalesOK {
+		b.fail(backend.ShapeError("cpu: "+op, "x %v with %d heads of %d, %d positions for n = %d, rope dims %d theta %g, scales %g %g",
+			xt.shape, heads, headDim, len(pt.i32), n, r.Dims, r.Theta, r.FreqScale, r.AttnFactor))
 		return
 	}
 	half := r.Dims / 2
@@ -129,16 +133,17 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	cs := b.ropeCS[:2*half]
 	// ggml's rope, operation for operation: the angle of pair i is the
 	// position times thetaScaleⁱ, the power taken by repeated float32
-	// multiplication (and divided by Llama 3's frequency factor), its cos
-	// and sin rounded to float32, and the rotation two fused multiply-adds
+	// multiplication (and divided by Llama 3's frequency factor, then
+	// multiplied by a linear scaling's 1/factor), its cos and sin rounded
+	// to float32 (and multiplied by LongRoPE's attention factor), and the rotation two fused multiply-adds
 	// of a rounded product, as gcc contracts ggml's x0·cos − x1·sin and
 	// x0·sin + x1·cos (checked against the peer's rope output). Keys
 	// rounded into an f16 cache then match llama.cpp's bit for bit.
-	// powf, cosf and sinf are the C library's where there is one (libm*):
+	// powf, cosf and sinf are the C library's where there is one (ggmlmath):
 	// glibc's are not correctly rounded (its cosf and sinf differ from the
 	// rounded float64 functions in about 1% of angles), and llama.cpp calls
 	// them.
-	thetaScale := libmPow(r.Theta, float32(-2)/float32(r.Dims))
+	thetaScale := ggmlmath.Powf(r.Theta, float32(-2)/float32(r.Dims))
 	cols := heads * headDim
 	for tok, p := range pt.i32[:n] {
 		theta := float32(p)
@@ -147,7 +152,10 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			if freqs != nil {
 				t = theta / freqs[i]
 			}
-			cs[2*i], cs[2*i+1] = libmCosSin(t)
+			// ggml's rope_yarn without YaRN: the angle times freq_scale,
+			// cos and sin times mscale (products by 1 when unscaled).
+			c, s := ggmlmath.CosSinf(freqScale * t)
+			cs[2*i], cs[2*i+1] = c*mscale, s*mscale
 			theta *= thetaScale
 		}
 

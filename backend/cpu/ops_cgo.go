@@ -80,14 +80,3 @@ func simdAttention512(t *task, scores []float32, row, h0, h1 int, runs []int32) 
 		(*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2), C.int(base), C.int(nkv), C.int(prefill),
 		C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
-
-// libmPow is the C library's powf.
-func libmPow(x, y float32) float32 { return float32(C.powf(C.float(x), C.float(y))) }
-
-// libmTanh is the C library's tanhf, which ggml_vec_tanh_f32 calls.
-func libmTanh(x float32) float32 { return float32(C.tanhf(C.float(x))) }
-
-// libmCosSin is the C library's cosf and sinf of x.
-func libmCosSin(x float32) (float32, float32) {
-	return float32(C.cosf(C.float(x))), float32(C.sinf(C.float(x)))
-}

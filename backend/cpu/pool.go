@@ -15,7 +15,9 @@ type kind int
 const (
 	kMatMul kind = iota
 	kRMSNorm
+	kLayerNorm
 	kSiLUMul
+	kGELUMul
 	kSoftmax
 	kAttention
 	kQuantize
@@ -36,6 +38,7 @@ type task struct {
 
 	// Operands; which are set depends on kind.
 	dst, x, y []float32
+	z         []float32 // kLayerNorm: the bias (nil: none)
 	w         []byte
 	out       []byte // kCopyBytes: the destination of w
 	wt        dtype.Type
@@ -171,8 +174,12 @@ func (b *Backend) work(t *task, id int) {
 			matMulRows(t, lo, hi)
 		case kRMSNorm:
 			rmsNormRows(t, lo, hi)
+		case kLayerNorm:
+			layerNormRows(t, lo, hi)
 		case kSiLUMul:
 			siluMulRange(t, lo, hi)
+		case kGELUMul:
+			geluMulRange(t, lo, hi)
 		case kSoftmax:
 			softmaxRows(t, lo, hi)
 		case kAttention:

@@ -16,22 +16,12 @@ import (
 // rows a multiple of 8, which ggml repacks, one such accumulator. Every
 // kernel level keeps those accumulators (TestMatMulLevelsBitExact checks
 // it), and internal/peer's teacher-forced test finds the logits of the
-// K-quant and Q4_0 files identical to llama.cpp's.
-//
-// Q8_0 does not yet: there each block's contribution,
-// (d_w·d_x)·Σ q_w·q_x rounded to float32, is added in float64 and the total
-// rounded to float32 once. A float32 value has 24 significant bits, so a
-// float64 sum of them is exact, in any order, as long as the contributions
-// of a row span less than 2^(29-log2 blocks) in magnitude (2^23 for a
-// 2048-wide row); beyond that only bits far below the float32 result are
-// lost, which changes its rounding with a probability of about 2^-29. So
-// its kernels keep accumulators of their own (tiles, VNNI and AMX ones)
-// and still give the portable path's bits, but not ggml's.
+// K-quant, Q4_0 and Q8_0 files identical to llama.cpp's.
 
 // acts holds rounded activation rows. Quantised: q holds k int8 values per
 // row; for Q8_0, d and c hold one scale and one correction per 32 (see
-// simd.h: the correction -off·Σq lets the SIMD kernels treat weights as
-// unsigned); Q8_1 holds d and s, one block sum per 32 (dtype.Q8_1Sum), and
+// simd.h: the correction -off·Σq lets the SIMD kernels of Q4_0 treat
+// weights as unsigned); Q8_1 holds d and s, one block sum per 32 (dtype.Q8_1Sum), and
 // no correction, which the kernels of its weights (Q4_1, Q5_1) do not need; for
 // Q8_K, d holds one scale per 256 and bs one sum per 16. F16 and BF16: f
 // holds the rounded values as float32, which the float kernels read in place
@@ -60,15 +50,11 @@ type actKey struct {
 }
 
 // actOffset is the correction offset the SIMD kernels of weight type dt
-// expect (see simd.c): Q4_0 nibbles are stored as q+8, and Q8_0 bytes are
-// made unsigned by adding 128.
+// expect (see simd.c): Q4_0 nibbles are stored as q+8. (The kernels in
+// lanes take their offsets off per lane themselves.)
 func actOffset(dt dtype.Type) int32 {
-	switch dt {
-	case dtype.Q4_0:
+	if dt == dtype.Q4_0 {
 		return 8
-	case dtype.Q8_0:
-
-		return 128
 	}
 	return 0
 }
@@ -152,36 +138,13 @@ func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi in
 	}
 }
 
-// dotQ8_0 is Σ_b f16(dw)·dx·Σ qw·qx.
-func dotQ8_0(q []int8, xd []float32, w []byte) float32 {
-	nb := len(q) / dtype.QK8_0
-	w = w[:nb*dtype.BlockBytesQ8_0]
-	var sum float64
-	for b := range nb {
-		blk := (*[dtype.BlockBytesQ8_0]byte)(w[b*dtype.BlockBytesQ8_0:])
-		qb := (*[dtype.QK8_0]int8)(q[b*dtype.QK8_0:])
-		var s int32
-		for j := range dtype.QK8_0 {
-			s += int32(int8(blk[2+j])) * int32(qb[j])
-		}
-		c := f16Table[uint16(blk[0])|uint16(blk[1])<<8] * xd[b] * float32(s)
-		sum += float64(c)
-	}
-	return float32(sum)
-}
-
 // dotQ dispatches a quantised dot on the weight type: row i of a against
 // one weight row of a matrix of rows rows.
 func dotQ(dt dtype.Type, a *acts, i, k int, w []byte, rows int) float32 {
-	q := a.q[i*k : (i+1)*k]
 	switch {
 	case dt == dtype.Q4_0 && rows%8 == 0:
-		return dotQ4_0Repacked(q, a.d[i*k/dtype.QK4_0:], w)
-	case dt == dtype.Q8_0:
-		return dotQ8_0(q, a.d[i*k/dtype.QK8_0:], w)
-	}
-
-	if dt.ActivationType() == dtype.Q8_K {
+		return dotQ4_0Repacked(a.q[i*k:(i+1)*k], a.d[i*k/dtype.QK4_0:], w)
+	case dt.ActivationType() == dtype.Q8_K:
 		return dotKLanes(dt, a, i, k, w)
 	}
 	return dot32Lanes(dt, a, i, k, w, a.n > 1)

@@ -77,8 +77,9 @@ func hsum8(v [8]float32) float32 {
 // elements 4l…4l+3, added by one fused multiply-add with f16(d)·dx. Decode
 // runs ggml_vec_dot_*: IQ4_NL alternates two accumulators between even and
 // odd blocks; Q4_1 and Q5_1 also sum m·s in one scalar, added after the
-// reduction. Prefill of Q5_0 and IQ4_NL runs llamafile's tinyBLAS instead,
-// whose one accumulator takes every block in order.
+// reduction. Prefill of Q5_0, Q8_0 and IQ4_NL runs llamafile's tinyBLAS,
+// whose one accumulator takes every block in order (as ggml_vec_dot_q8_0_q8_0
+// does in decode).
 func dot32Lanes(dt dtype.Type, a *acts, i, k int, w []byte, prefill bool) float32 {
 	bb := dt.BlockBytes()
 	nb := k / 32

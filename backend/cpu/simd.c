@@ -10,11 +10,9 @@
 // order the GEMM below keeps in its registers; for decode in 16 lanes.
 // Quantised weights meet activations quantised as dtype.RoundActivations
 // defines (llama.cpp's arithmetic): each block's dot product is exact in
-// integers. Q8_0 scales each block's total by the two block scales in
-// float32 and sums those terms in double (quant.go says why that makes the
-// order irrelevant); Q4_0 matrices of a multiple of 8 rows add each block's
+// integers. Q4_0 matrices of a multiple of 8 rows add each block's
 // total times the scales into one float32 by a fused multiply-add, in block
-// order (ggml's repacked Q4_0); every other type, and other Q4_0 matrices,
+// order (ggml's repacked Q4_0); every other type, Q8_0 included, and other Q4_0 matrices,
 // keep eight integer lanes per block and add them into eight float lanes by
 // fused multiply-adds, in ggml's x86 order (quant_lanes.go). So every level
 // gives the portable path's bits.
@@ -529,12 +527,14 @@ static A2 void pack2_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int
 INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const float *xc, size_t ldx, float *dst,
                          int m, int o0, int rows, int first) {
 	__m256 acc[T2][2];
+	UNROLL
 	for (int t = 0; t < T; t++) {
 		acc[t][0] = _mm256_setzero_ps();
 		acc[t][1] = _mm256_setzero_ps();
 	}
 	for (int kk = 0; kk < len; kk++) {
 		__m256 w0 = _mm256_load_ps(panel + kk * 16), w1 = _mm256_load_ps(panel + kk * 16 + 8);
+		UNROLL
 		for (int t = 0; t < T; t++) {
 			__m256 xv = _mm256_broadcast_ss(xc + (size_t)t * ldx + kk);
 			if (fused) {
@@ -549,12 +549,14 @@ INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const fl
 	if (rows == 16) {
 		// As in kern_avx512: every load before any store.
 		if (!first) {
+			UNROLL
 			for (int t = 0; t < T; t++) {
 				const float *d = dst + (size_t)t * m + o0;
 				acc[t][0] = _mm256_add_ps(acc[t][0], _mm256_loadu_ps(d));
 				acc[t][1] = _mm256_add_ps(acc[t][1], _mm256_loadu_ps(d + 8));
 			}
 		}
+		UNROLL
 		for (int t = 0; t < T; t++) {
 			float *d = dst + (size_t)t * m + o0;
 			_mm256_storeu_ps(d, acc[t][0]);
@@ -562,6 +564,7 @@ INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const fl
 		}
 		return;
 	}
+	UNROLL
 	for (int t = 0; t < T; t++) {
 		float *d = dst + (size_t)t * m + o0;
 		float out[16];
@@ -860,11 +863,11 @@ void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs
 //
 // A block dot product is Σ (qw − o)·qx with an exact int32 result. The
 // unsigned×signed byte instructions (vpdpbusd, vpmaddubsw) want the weights
-// unsigned, so they compute Σ u·qx with u = qw + o ≥ 0 and the activation
-// quantiser has already stored the correction c = −o·Σ qx for the block
-// (o = 8 for Q4_0, whose nibbles are stored as q+8; o = 128 for Q8_0, whose
-// bytes become unsigned by flipping the sign bit). The correction starts
-// the vpdpbusd accumulator, so it costs a load and no arithmetic.
+// unsigned, so they compute Σ u·qx with u = qw + o ≥ 0 and take o·Σ qx off.
+// Q4_0 in ggml's repacked order (below) finds the correction c = −o·Σ qx of
+// the block (o = 8: nibbles are stored as q+8) stored by the activation
+// quantiser, and starts the vpdpbusd accumulator with it, so it costs a load
+// and no arithmetic; the types in lanes (further down) take it off per lane.
 
 // q4_unpack returns the 32 nibbles of a Q4_0 block in element order as
 // unsigned bytes: byte j holds element j (low nibble) and j+16 (high), so the
@@ -875,29 +878,16 @@ INLINE A2 __m256i q4_unpack(const uint8_t *qs) {
 	return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
-// Block dots for Q4_0 (bytes at p, 16 bytes of nibbles) and Q8_0 (32 bytes):
-// VNNI adds to the correction init; AVX2 multiplies in int16 (exact: at most
-// 2·15·127 for Q4_0, and for Q8_0 ggml's |qw|·sign(qx, qw) form, at most
-// 2·128·127, which needs no correction) and sums pairs with vpmaddwd.
+// Block dots for Q4_0 (bytes at p, 16 bytes of nibbles): VNNI adds to the
+// correction init; AVX2 multiplies in int16 (exact: at most 2·15·127) and
+// sums pairs with vpmaddwd.
 INLINE A3 __m256i bdot_q4_vnni(__m256i init, const uint8_t *qs, __m256i x) {
 	return _mm256_dpbusd_epi32(init, q4_unpack(qs), x);
-}
-
-INLINE A3 __m256i bdot_q8_vnni(__m256i init, const uint8_t *qs, __m256i x) {
-	__m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)qs), _mm256_set1_epi8((char)0x80));
-	return _mm256_dpbusd_epi32(init, u, x);
 }
 
 INLINE A2 __m256i bdot_q4_avx2(__m256i init, const uint8_t *qs, __m256i x) {
 	__m256i p = _mm256_maddubs_epi16(q4_unpack(qs), x);
 	return _mm256_add_epi32(init, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-}
-
-INLINE A2 __m256i bdot_q8_avx2(__m256i init, const uint8_t *qs, __m256i x) {
-	(void)init;
-	__m256i w = _mm256_loadu_si256((const __m256i *)qs);
-	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
 // sum8x8 returns the sums of the eight int32 lanes of each of v[0…7], in
@@ -915,30 +905,20 @@ INLINE A2 __m256i sum8x8(const __m256i v[8]) {
 	return _mm256_add_epi32(_mm256_permute2x128_si256(u[0], u[1], 0x20), _mm256_permute2x128_si256(u[0], u[1], 0x31));
 }
 
-// add_terms adds the block terms c (float32, already rounded) to two
-// vectors of double sums, lanes 0-3 and 4-7.
-INLINE A2 void add_terms(__m256 c, __m256d *lo, __m256d *hi) {
-	*lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(c)));
-	*hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)));
-}
-
-// QTILE defines a micro-kernel for R weight rows × T tokens of Q4_0 or Q8_0
-// (block size bb bytes): each unpacked weight block and each activation
-// block is loaded once and used T (R) times. Per block, the dot products'
-// lanes are summed to exact integers (sum8x8) and scaled by dw·dx rounded to
-// float32, as the reference does. Q8_0 (fa = 0) rounds each term to float32
-// and adds it in double; Q4_0 (fa = 1, rows a multiple of 8: ggml's
-// repacked order, dotQ4_0Repacked) adds S·(dw·dx) into one float32 per pair
-// by a fused multiply-add, block after block. Pair (r, t) keeps its sum in
-// lane 4r + t of acc (facc: of vector r/2; pairs past T are zero), so that
-// the scales of a vector of 8 pairs are two rows' dw times the same four dx.
-#define QTILE(name, attr, bdot, bb, fa)                                                                      \
+// QTILE defines a micro-kernel for R weight rows × T tokens of Q4_0 in
+// ggml's repacked order (rows a multiple of 8, dotQ4_0Repacked): each
+// unpacked weight block and each activation block is loaded once and used T
+// (R) times. Per block, the dot products' lanes are summed to exact
+// integers (sum8x8) and added, times dw·dx rounded to float32, into one
+// float32 per pair by a fused multiply-add, block after block. Pair (r, t)
+// keeps its sum in lane 4(r%2) + t of acc[r/2] (pairs past T are zero), so
+// that the scales of a vector of 8 pairs are two rows' dw times the same
+// four dx.
+#define QTILE(name, attr, bdot)                                                                              \
 	INLINE attr void name(int R, int T, const int8_t *q, const float *xd, const int32_t *xc, int k,            \
 	                      const uint8_t *w, size_t rowBytes, float *dst, int m) {                            \
-		__m256d acc[4];                                                                                       \
-		__m256 facc[2];                                                                                       \
-		for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_pd();                                             \
-		for (int i = 0; i < 2; i++) facc[i] = _mm256_setzero_ps();                                            \
+		__m256 acc[2];                                                                                        \
+		for (int i = 0; i < 2; i++) acc[i] = _mm256_setzero_ps();                                             \
 		int nb = k / 32;                                                                                      \
 		for (int b = 0; b < nb; b++) {                                                                        \
 			__m256i dp[16];                                                                                   \
@@ -950,34 +930,24 @@ INLINE A2 void add_terms(__m256 c, __m256d *lo, __m256d *hi) {
 			for (int t = 0; t < T; t++) {                                                                     \
 				__m256i xv = _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b));               \
 				__m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xc[(size_t)t * nb + b]));             \
-				for (int r = 0; r < R; r++) dp[4 * r + t] = bdot(init, w + r * rowBytes + (size_t)b * bb + 2, xv); \
+				for (int r = 0; r < R; r++) dp[4 * r + t] = bdot(init, w + r * rowBytes + (size_t)b * 18 + 2, xv); \
 			}                                                                                                 \
 			for (int r = 0; r < R; r += 2) {                                                                  \
-				__m128 d0 = _mm_set1_ps(f16tab[le16(w + r * rowBytes + (size_t)b * bb)]);                     \
-				__m128 d1 = r + 1 < R ? _mm_set1_ps(f16tab[le16(w + (r + 1) * rowBytes + (size_t)b * bb)])    \
+				__m128 d0 = _mm_set1_ps(f16tab[le16(w + r * rowBytes + (size_t)b * 18)]);                     \
+				__m128 d1 = r + 1 < R ? _mm_set1_ps(f16tab[le16(w + (r + 1) * rowBytes + (size_t)b * 18)])    \
 				                      : _mm_setzero_ps();                                                     \
 				__m256 sc = _mm256_mul_ps(_mm256_set_m128(d1, d0), dx8);                                      \
-				if (fa) {                                                                                     \
-					facc[r / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc, facc[r / 2]);   \
-				} else {                                                                                      \
-					__m256 c = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc);                     \
-					add_terms(c, &acc[r], &acc[r + 1]);                                                       \
-				}                                                                                             \
+				acc[r / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum8x8(dp + 4 * r)), sc, acc[r / 2]);         \
 			}                                                                                                 \
 		}                                                                                                     \
-		double out[16];                                                                                       \
-		float fout[16];                                                                                       \
-		for (int i = 0; i < 4; i++) _mm256_storeu_pd(out + 4 * i, acc[i]);                                    \
-		for (int i = 0; i < 2; i++) _mm256_storeu_ps(fout + 8 * i, facc[i]);                                  \
+		float out[16];                                                                                        \
+		for (int i = 0; i < 2; i++) _mm256_storeu_ps(out + 8 * i, acc[i]);                                    \
 		for (int r = 0; r < R; r++)                                                                           \
-			for (int t = 0; t < T; t++)                                                                       \
-				dst[(size_t)t * m + r] = fa ? fout[4 * r + t] : (float)out[4 * r + t];                        \
+			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = out[4 * r + t];                              \
 	}
 
-QTILE(tile_q4_vnni, A3, bdot_q4_vnni, 18, 1)
-QTILE(tile_q8_vnni, A3, bdot_q8_vnni, 34, 0)
-QTILE(tile_q4_avx2, A2, bdot_q4_avx2, 18, 1)
-QTILE(tile_q8_avx2, A2, bdot_q8_avx2, 34, 0)
+QTILE(tile_q4_vnni, A3, bdot_q4_vnni)
+QTILE(tile_q4_avx2, A2, bdot_q4_avx2)
 
 // CASES4 expands to the four token counts of an R-row tile, each a call
 // with constant shape.
@@ -1009,19 +979,110 @@ QTILE(tile_q8_avx2, A2, bdot_q8_avx2, 34, 0)
 	}
 
 QMATMAT(matmat_q4_vnni, A3, tile_q4_vnni, 4)
-QMATMAT(matmat_q8_vnni, A3, tile_q8_vnni, 4)
 QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
-QMATMAT(matmat_q8_avx2, A2, tile_q8_avx2, 2)
+
+// On AVX2, a tile of R×T with one block's integer sum per pair has to sum
+// each block's eight partial lanes across registers (sum8x8), and that
+// shuffling bounds it far below memory speed. q4_rows8 instead lays eight
+// rows' sums in the lanes of one vector from the start, as ggml's
+// repacked gemv does: the 16 bytes of nibbles of two rows fill one vector
+// (row 2i in the low 128 bits, 2i+1 in the high), their low nibbles
+// (elements 0-15) meet the activations' first 16 bytes and the high ones
+// (16-31) the last 16, broadcast to both halves, so two vpmaddubsw and an
+// int16 add leave eight partial sums per row, and two rounds of vphaddw and
+// one vpmaddwd turn the four pairs' vectors into one block sum per row, in
+// the lane order 0, 2, 4, 6, 1, 3, 5, 7. The correction c
+// completes them (exact int32), and one fused multiply-add per token adds
+// them times dw·dx into its eight rows' float accumulators, block after
+// block: dotQ4_0Repacked, bit for bit. The unpacked nibbles and the scales
+// serve T ≤ 4 tokens.
+INLINE A2 void q4_rows8(int T, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
+                        size_t rowBytes, float *dst, int m) {
+	const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+	const size_t r1 = rowBytes, r3 = 3 * rowBytes;
+	__m256 acc[4];
+	for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+	int nb = k / 32;
+	// Decode streams the weights: the next eight rows, contiguous, are fetched
+	// a few lines per block (they are eight short streams, which the hardware
+	// prefetchers pick up late).
+	const char *nx = (const char *)(w + 8 * r1);
+	const size_t pfl = (8 * r1 / 64 + (size_t)nb - 1) / (size_t)nb;
+	for (int b = 0; b < nb; b++) {
+		// Rows 0-3 at p + 0, r1, 2·r1, r3 and rows 4-7 the same from p4:
+		// every address is a base plus a scaled index.
+		const uint8_t *p = w + (size_t)b * 18, *p4 = p + 4 * r1;
+		const uint8_t *row[8] = {p, p + r1, p + 2 * r1, p + r3, p4, p4 + r1, p4 + 2 * r1, p4 + r3};
+		if (T == 1) {
+			for (size_t j = 0; j < pfl; j++) _mm_prefetch(nx + 64 * ((size_t)b * pfl + j), _MM_HINT_T0);
+		}
+		__m256i lo[4], hi[4];
+		for (int i = 0; i < 4; i++) {
+			__m256i v = _mm256_loadu2_m128i((const __m128i *)(row[2 * i + 1] + 2), (const __m128i *)(row[2 * i] + 2));
+			lo[i] = _mm256_and_si256(v, m4);
+			hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+		}
+		__m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)le16(row[0]), (short)le16(row[2]), (short)le16(row[4]),
+		                                           (short)le16(row[6]), (short)le16(row[1]), (short)le16(row[3]),
+		                                           (short)le16(row[5]), (short)le16(row[7])));
+		for (int t = 0; t < T; t++) {
+			const int8_t *xb = q + (size_t)t * k + 32 * b;
+			__m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xb));
+			__m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xb + 16)));
+			__m256i s[4];
+			for (int i = 0; i < 4; i++) {
+				s[i] = _mm256_add_epi16(_mm256_maddubs_epi16(lo[i], xl), _mm256_maddubs_epi16(hi[i], xh));
+			}
+			// Each int16 is at most 2·2·15·127 in magnitude, a sum of two of
+			// them 4·2·15·127, of four 8·2·15·127 < 2^15: two rounds of
+			// vphaddw stay exact, then vpmaddwd widens the last pair.
+			__m256i r = _mm256_hadd_epi16(_mm256_hadd_epi16(s[0], s[1]), _mm256_hadd_epi16(s[2], s[3]));
+			r = _mm256_add_epi32(_mm256_madd_epi16(r, ones), _mm256_set1_epi32(xc[(size_t)t * nb + b]));
+			__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));
+			acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r), d, acc[t]);
+		}
+	}
+	static const int row[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+	for (int t = 0; t < T; t++) {
+		float out[8];
+		_mm256_storeu_ps(out, acc[t]);
+		for (int j = 0; j < 8; j++) dst[(size_t)t * m + row[j]] = out[j];
+	}
+}
+
+// matmat_q4_r8_avx2 runs q4_rows8 over rows lo…hi-1 in eights, and the rows
+// left over (fewer than 8) as matmat_q4_avx2.
+static A2 void matmat_q4_r8_avx2(const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
+                                 const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
+	int nb = k / 32, o = lo;
+	for (; o + 8 <= hi; o += 8) {
+		const uint8_t *wr = w + (size_t)o * rowBytes;
+		for (int t = 0; t < n; t += 4) {
+			int T = n - t < 4 ? n - t : 4;
+			const int8_t *qt = q + (size_t)t * k;
+			const float *dt = xd + (size_t)t * nb;
+			const int32_t *ct = xc + (size_t)t * nb;
+			float *d = dst + (size_t)t * m + o;
+			switch (T) {
+			case 1: q4_rows8(1, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			case 2: q4_rows8(2, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			case 3: q4_rows8(3, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			default: q4_rows8(4, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			}
+		}
+	}
+	if (o < hi) matmat_q4_avx2(q, xd, xc, n, k, w, rowBytes, o, hi, dst, m);
+}
 
 // ---------------------------------------------------------------- more block types
 //
-// The types below (and the K-quants after them) follow ggml's x86 order
-// (quant_lanes.go), not the double sums above: a block's dot product stays
-// in eight exact int32 lanes, lane l holding elements 4l…4l+3 (what
-// vpmaddwd or vpdpbusd leaves from a 32-byte block), each added by one
-// fused multiply-add by d = dw·dx into eight float lanes, reduced by hsum8
-// at the end. Offsets of unsigned encodings are therefore taken off per
-// lane, not per block.
+// Q8_0, the types below and the K-quants after them follow ggml's x86
+// order (quant_lanes.go), not the one accumulator per output above: a
+// block's dot product stays in eight exact int32 lanes, lane l holding
+// elements 4l…4l+3 (what vpmaddwd or vpdpbusd leaves from a 32-byte block),
+// each added by one fused multiply-add by d = dw·dx into eight float lanes,
+// reduced by hsum8 at the end. Offsets of unsigned encodings are therefore
+// taken off per lane, not per block.
 
 #define T_Q4_1 3
 #define T_Q5_0 6
@@ -1081,6 +1142,15 @@ INLINE A3 __m256i q40_corr_vnni(__m256i x) {
 	                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), x));
 }
 
+// q80_corr_vnni is q40_corr_vnni for Q8_0, whose bytes become unsigned by
+// flipping the sign bit (adding 128). AVX2 cannot take that offset: pairs of
+// 255·127 overflow vpmaddubsw's int16, so it multiplies |qw| by qx with
+// qw's sign instead (ggml's form: at most 2·128·127 per pair).
+INLINE A3 __m256i q80_corr_vnni(__m256i x) {
+	return _mm256_sub_epi32(_mm256_setzero_si256(),
+	                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), x));
+}
+
 INLINE A2 __m256i bdot_q5_0_avx2(__m256i c, const uint8_t *p, __m256i x) {
 	__m256i u = _mm256_or_si256(q4_unpack(p + 6), q5_hbits(p + 2));
 	return madd1(_mm256_sub_epi16(_mm256_maddubs_epi16(u, x), c));
@@ -1107,8 +1177,19 @@ INLINE A2 __m256i bdot_q40l_avx2(__m256i c, const uint8_t *p, __m256i x) {
 	return madd1(_mm256_sub_epi16(_mm256_maddubs_epi16(q4_unpack(p + 2), x), c));
 }
 
+INLINE A2 __m256i bdot_q8_0_avx2(__m256i c, const uint8_t *p, __m256i x) {
+	(void)c;
+	__m256i w = _mm256_loadu_si256((const __m256i *)(p + 2));
+	return madd1(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)));
+}
+
 INLINE A3 __m256i bdot_q40l_vnni(__m256i c, const uint8_t *p, __m256i x) {
 	return _mm256_dpbusd_epi32(c, q4_unpack(p + 2), x);
+}
+
+INLINE A3 __m256i bdot_q8_0_vnni(__m256i c, const uint8_t *p, __m256i x) {
+	__m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + 2)), _mm256_set1_epi8((char)0x80));
+	return _mm256_dpbusd_epi32(c, u, x);
 }
 
 INLINE A3 __m256i bdot_q5_0_vnni(__m256i c, const uint8_t *p, __m256i x) {
@@ -1205,6 +1286,8 @@ QTILEX(tile_q5_1_vnni, A3, bdot_q5_1_vnni, q32_corr_vnni, 24, 0, 1)
 QTILEX(tile_iq4nl_vnni, A3, bdot_iq4nl_vnni, q32_corr_vnni, 18, 0, 0)
 QTILEX(tile_q40l_avx2, A2, bdot_q40l_avx2, q40_corr_avx2, 18, 1, 0)
 QTILEX(tile_q40l_vnni, A3, bdot_q40l_vnni, q40_corr_vnni, 18, 1, 0)
+QTILEX(tile_q8_0_avx2, A2, bdot_q8_0_avx2, q32_corr_avx2, 34, 0, 0)
+QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 
 #define CASEX(tile, R, T) \
 	case R * 8 + T: tile(R, T, pairs, qt, dt, st, k, wr, rowBytes, d, m); break;
@@ -1212,7 +1295,10 @@ QTILEX(tile_q40l_vnni, A3, bdot_q40l_vnni, q40_corr_vnni, 18, 1, 0)
 
 // QMATMATX runs the QTILEX tiles over every row and token (xs may be NULL
 // where the tile does not read it). pairs: IQ4_NL decode (see QTILEX),
-// whose single token runs tiles of T = 1.
+// whose single token runs tiles of T = 1. Call them with a literal pairs (not
+// through a conditional function pointer): GCC then specialises them and
+// keeps the tiles' accumulators in registers, where an unknown pairs left
+// them on the stack.
 #define QMATMATX(name, attr, tile, R0)                                                                   \
 	static attr void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k,         \
 	                      const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {              \
@@ -1243,6 +1329,8 @@ QMATMATX(matmat_q5_1_vnni, A3, tile_q5_1_vnni, 4)
 QMATMATX(matmat_iq4nl_vnni, A3, tile_iq4nl_vnni, 4)
 QMATMATX(matmat_q40l_avx2, A2, tile_q40l_avx2, 2)
 QMATMATX(matmat_q40l_vnni, A3, tile_q40l_vnni, 4)
+QMATMATX(matmat_q8_0_avx2, A2, tile_q8_0_avx2, 2)
+QMATMATX(matmat_q8_0_vnni, A3, tile_q8_0_vnni, 4)
 
 
 // ---------------------------------------------------------------- K-quants and IQ4_XS
@@ -1595,28 +1683,26 @@ static A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const in
 }
 
 
-// ---------------------------------------------------------------- VBMI: Q4_0, Q8_0 in 512-bit groups
+// ---------------------------------------------------------------- VBMI: Q4_0 in 512-bit groups
 //
-// One token against Q4_0 or Q8_0 weights is bound by how fast the weights
-// can be unpacked, not by memory, unless each block costs few instructions.
-// These kernels (level 4: VNNI plus VBMI) work on 512-bit vectors: one
-// vpermt2b gathers the quants of four Q4_0 blocks (two Q8_0 blocks) from
-// their 18- (34-) byte records, and one vpermw spreads the blocks' f16
-// scales over the lanes that hold each block's partial sums. Four rows'
-// partial sums are then summed per block in one shuffle tree (sum4x4), so
-// that a group costs one convert and two multiplies for 16 block terms
-// instead of per block and row; Q4_0 then adds them into four rows' float
-// accumulators by four fused multiply-adds in block order (fma_group4), Q8_0
-// in double. The activations
-// are laid out once per call to match: for Q4_0 low nibbles (elements 0-15
-// of a block) and high nibbles (16-31) of four blocks each fill one vector,
-// and dx and the correction c are spread to the same lanes (c in the first
-// lane of its block, where vpdpbusd's accumulator starts).
+// One token against Q4_0 weights is bound by how fast the weights can be
+// unpacked, not by memory, unless each block costs few instructions. These
+// kernels (level 4: VNNI plus VBMI) work on 512-bit vectors: one vpermt2b
+// gathers the quants of four Q4_0 blocks from their 18-byte records, and one
+// vpermw spreads the blocks' f16 scales over the lanes that hold each
+// block's partial sums. Four rows' partial sums are then summed per block in
+// one shuffle tree (sum4x4), so that a group costs one convert and two
+// multiplies for 16 block terms instead of per block and row, and they are
+// added into four rows' float accumulators by four fused multiply-adds in
+// block order (fma_group4). The activations are laid out once per call to
+// match: low nibbles (elements 0-15 of a block) and high nibbles (16-31) of
+// four blocks each fill one vector, and dx and the correction c are spread
+// to the same lanes (c in the first lane of its block, where vpdpbusd's
+// accumulator starts).
 //
-// Prefill uses the same Q4_0 groups in tiles of 4 rows × 4 tokens. Q8_0
-// prefill keeps the 256-bit tiles: with no nibbles to unpack, both were
-// bound by vpdpbusd and the int→float convert, which share one port at
-// 512 bits, and measured the same (before the double sums).
+// Prefill uses the same groups in tiles of 4 rows × 4 tokens. (Q8_0 keeps
+// its 256-bit lanes kernel at this level: ggml's eight float lanes per
+// output leave nothing for a 512-bit vector to share.)
 
 // DECODE_KMAX bounds k for the per-call activation layout, which lives on
 // the (C) stack: about 2k bytes.
@@ -1639,7 +1725,7 @@ INLINE AV __m512i scale_idx(int per, int stride) {
 
 // sum4x4 returns, in each 128-bit lane L, the sums of lane L's four int32
 // of s0, s1, s2 and s3, in that order: the exact dot products of one block
-// (Q4_0) or half-block (Q8_0) for four rows.
+// for four rows.
 INLINE AV __m512i sum4x4(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
 	__m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
 	__m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
@@ -1668,13 +1754,6 @@ INLINE AV __m128 fma_group4(__m512 t, __m512 sc, __m128 acc) {
 	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 1), _mm512_extractf32x4_ps(sc, 1), acc);
 	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 2), _mm512_extractf32x4_ps(sc, 2), acc);
 	return _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 3), _mm512_extractf32x4_ps(sc, 3), acc);
-}
-
-// term_q8 is one Q8_0 block's term as the reference rounds it:
-// (dw·dx)·Σ qw·qx in float32.
-INLINE AV float term_q8(const uint8_t *blk, const int8_t *q, float dx, int32_t c) {
-	__m256i dp = bdot_q8_vnni(_mm256_zextsi128_si256(_mm_cvtsi32_si128(c)), blk + 2, _mm256_loadu_si256((const __m256i *)q));
-	return f16tab[le16(blk)] * dx * (float)hsum8i(dp);
 }
 
 // q4_decode_rows accumulates R rows (R ≤ 4) of whole 4-block groups into
@@ -1749,88 +1828,6 @@ static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *x
 				sum = fma_q4(wr + r * rowBytes + (size_t)b * 18, q + 32 * b, xd[b], xc[b], sum);
 			}
 			dst[o + r] = sum;
-		}
-	}
-}
-
-// Q8_0 block j (0, 1) of a pair: quants at bytes 34j+2 … 34j+33, scale at
-// 34j; the pair is 68 bytes, so the last 4 bytes come from a second load.
-INLINE AV __m512i q8_pair_idx(void) {
-	uint8_t idx[64];
-	for (int j = 0; j < 2; j++)
-		for (int i = 0; i < 32; i++) idx[32 * j + i] = (uint8_t)(34 * j + 2 + i);
-	return _mm512_loadu_si512(idx);
-}
-
-// q8_decode_rows accumulates R rows (R ≤ 4) of whole block pairs into acc:
-// lanes 0-3 hold rows 0-3 of the first block of each pair, lanes 4-7 of the
-// second.
-INLINE AV void q8_decode_rows(int R, const int8_t *q, const float *dxv, const int32_t *ci, int np,
-                              const uint8_t *w, size_t rowBytes, __m512d *acc) {
-	const __m512i pidx = q8_pair_idx(), sidx = scale_idx(8, 17), flip = _mm512_set1_epi8((char)0x80);
-	*acc = _mm512_setzero_pd();
-	for (int g = 0; g < np; g++) {
-		__m512i x = _mm512_loadu_si512(q + 64 * g);
-		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
-		__m512i c = _mm512_loadu_si512(ci + 16 * g);
-		__m512i s[4];
-		__m512 sw[4];
-		for (int r = 0; r < 4; r++) {
-			if (r >= R) {
-				s[r] = _mm512_setzero_si512();
-				sw[r] = _mm512_setzero_ps();
-				continue;
-			}
-			const uint8_t *p = w + r * rowBytes + 68 * (size_t)g;
-			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
-			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
-			int32_t tail;
-			memcpy(&tail, p + 64, 4);
-			__m512i a = _mm512_loadu_si512(p);
-			__m512i qs = _mm512_permutex2var_epi8(a, pidx, _mm512_zextsi128_si512(_mm_cvtsi32_si128(tail)));
-			s[r] = _mm512_dpbusd_epi32(c, _mm512_xor_si512(qs, flip), x);
-			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
-		}
-		// Half-block sums per 128-bit lane; adding the neighbouring lane
-		// completes each block in lanes 0 (first block) and 2 (second).
-		__m512i h = sum4x4(s[0], s[1], s[2], s[3]);
-		h = _mm512_add_epi32(h, _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
-		__m512 sc = _mm512_mul_ps(tr4(sw[0], sw[1], sw[2], sw[3]), dx);
-		__m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(h), sc);
-		t = _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 0, 2, 0));
-		*acc = _mm512_add_pd(*acc, _mm512_cvtps_pd(_mm512_castps512_ps256(t)));
-	}
-}
-
-static AV void matvec_q8_vnni(const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
-                              size_t rowBytes, int lo, int hi, float *dst) {
-	int nb = k / 32, np = nb / 2;
-	float dxv[np * 16 + 1] __attribute__((aligned(64)));
-	int32_t ci[np * 16 + 1] __attribute__((aligned(64)));
-	for (int g = 0; g < np; g++) {
-		for (int l = 0; l < 16; l++) {
-			dxv[16 * g + l] = xd[2 * g + l / 8];
-			ci[16 * g + l] = l % 8 == 0 ? xc[2 * g + l / 8] : 0;
-		}
-	}
-	for (int o = lo; o < hi; o += 4) {
-		int R = hi - o < 4 ? hi - o : 4;
-		const uint8_t *wr = w + (size_t)o * rowBytes;
-		__m512d acc;
-		switch (R) {
-		case 1: q8_decode_rows(1, q, dxv, ci, np, wr, rowBytes, &acc); break;
-		case 2: q8_decode_rows(2, q, dxv, ci, np, wr, rowBytes, &acc); break;
-		case 3: q8_decode_rows(3, q, dxv, ci, np, wr, rowBytes, &acc); break;
-		default: q8_decode_rows(4, q, dxv, ci, np, wr, rowBytes, &acc); break;
-		}
-		double a[8];
-		_mm512_storeu_pd(a, acc);
-		for (int r = 0; r < R; r++) {
-			double sum = a[r] + a[4 + r];
-			for (int b = 2 * np; b < nb; b++) {
-				sum += term_q8(wr + r * rowBytes + (size_t)b * 34, q + 32 * b, xd[b], xc[b]);
-			}
-			dst[o + r] = (float)sum;
 		}
 	}
 }
@@ -2971,8 +2968,10 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 		if (m % 8 != 0) {
 			if (level >= 3 && n == 1) {
 				matvec_q32_vnni(T_Q4_0, q, d, s, k, w, rowBytes, lo, hi, dst);
+			} else if (level >= 3) {
+				matmat_q40l_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 			} else {
-				(level >= 3 ? matmat_q40l_vnni : matmat_q40l_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+				matmat_q40l_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 			}
 		} else if (level >= 4 && n == 1 && k >= 128 && k <= DECODE_KMAX) {
 			matvec_q4_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
@@ -2981,37 +2980,41 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 				matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 			}
 		} else {
-			matmat_q4_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q4_r8_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q8_0:
-		if (level >= 4 && n == 1 && k >= 64 && k <= DECODE_KMAX) {
-			matvec_q8_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
-		} else if (level >= 3) {
-			matmat_q8_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+		if (level >= 3) {
+			matmat_q8_0_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			matmat_q8_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q8_0_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q5_0:
 		if (level >= 3 && n == 1) {
 			matvec_q32_vnni(T_Q5_0, q, d, s, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
+			matmat_q5_0_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			(level >= 3 ? matmat_q5_0_vnni : matmat_q5_0_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q5_0_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q4_1:
 		if (level >= 3 && n == 1) {
 			matvec_q32_vnni(T_Q4_1, q, d, s, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
+			matmat_q4_1_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			(level >= 3 ? matmat_q4_1_vnni : matmat_q4_1_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q4_1_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q5_1:
 		if (level >= 3 && n == 1) {
 			matvec_q32_vnni(T_Q5_1, q, d, s, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 3) {
+			matmat_q5_1_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
-			(level >= 3 ? matmat_q5_1_vnni : matmat_q5_1_avx2)(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
+			matmat_q5_1_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_IQ4_NL:

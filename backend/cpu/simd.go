@@ -15,7 +15,7 @@ const (
 	simdAVX512                  // AVX-512 F/BW/VL/DQ as well
 	simdVNNI                    // AVX-512 VNNI as well (int8 dot products)
 	simdVBMI                    // AVX-512 VBMI as well (byte permutes: 512-bit Q4_0/Q8_0 kernels)
-	simdAMX                     // AMX-INT8 as well (tile multiplies: Q8_0 prefill)
+	simdAMX                     // AMX-INT8 as well (tile multiplies; amx.c, unused: see amxOrder)
 )
 
 func (l simdLevel) String() string {

@@ -20,6 +20,11 @@
 #define AV __attribute__((target("avx512vbmi,avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
+// UNROLL unrolls the loop after it fully. Put before every loop that indexes
+// an array of accumulators: GCC keeps such an array in registers only when
+// every index is a constant by the time it scalarises it, and otherwise
+// stores it to the stack on every iteration of the hot loop.
+#define UNROLL _Pragma("GCC unroll 16")
 
 INLINE uint16_t le16(const uint8_t *p) {
 	uint16_t h;

@@ -127,13 +127,13 @@ func TestParseSIMD(t *testing.T) {
 // BenchmarkKernels times one thread's matmul kernels per level and type on
 // a 256×2048 weight that stays in L2, so MB/s is the kernel's compute
 // throughput (the ceiling on the memory bandwidth it can use), for decode
-// (n=1) and for an 8-token tile of prefill.
+// (n=1) and for 8- and 32-token tiles of prefill.
 func BenchmarkKernels(b *testing.B) {
 	const m, k = 256, 2048
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, dt := range backendtest.WeightTypes {
 		raw := backendtest.RandomWeight(b, rng, dt, m, k)
-		for _, n := range []int{1, 8} {
+		for _, n := range []int{1, 8, 32} {
 			for _, l := range simdLevels() {
 				b.Run(fmt.Sprintf("%v/%v/n=%d", dt, l, n), func(b *testing.B) {
 					be := newAt(1, l)

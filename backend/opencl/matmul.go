@@ -137,8 +137,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		b.argI32(k, a+2, out)
 		b.argI32(k, a+3, lanes)
 		// mv_T reduces floats; mvq_T holds, per row, lanesRecord ints for
-		// each unit of a chunk of max(lanes, units per block) (quant.cl),
-		// which is more than Q8_0's float-float pairs need.
+		// each unit of a chunk of max(lanes, units per block) (quant.cl).
 		local := 4 * group
 		if wk.quant != nil {
 			local = 4 * lanesRecord * rows * max(lanes, wt.dt.BlockSize()/mvUnit(wt.dt))

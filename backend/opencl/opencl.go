@@ -150,6 +150,10 @@ type Backend struct {
 	// append to an f16 KV cache).
 	copyF16, copyF32F16, copyF16F32 *kern
 	rope                            *kern
+	// The ops of architectures beyond Llama (arch_ops.go); geluTable is
+	// ggml's F16 GELU table (ggmlmath.GELUTable), uploaded once.
+	layerNorm, geluMul, addBias, scale, softCap *kern
+	geluTable                                   cl.Mem
 	// The attention kernels per cache type, indexed by kvIndex: [K] or
 	// [K][V] (see attention.cl).
 	attention, attentionPart [2][2]*kern
@@ -288,6 +292,8 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
 	b.copyF16, b.copyF32F16, b.copyF16F32 = mk("copy_f16"), mk("copy_f32_f16"), mk("copy_f16_f32")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
+	b.layerNorm, b.geluMul, b.addBias = mk("layer_norm"), mk("gelu_mul"), mk("add_bias")
+	b.scale, b.softCap = mk("scale"), mk("soft_cap")
 	caches := [2]string{"f32", "f16"}
 	for ki, kn := range caches {
 		b.attentionStats[ki] = mk("attention_stats_" + kn)
@@ -301,6 +307,9 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 	}
 	b.mat = tune(cpu, b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mm)
 	if b.status, err = b.ctx.NewBuffer(8); err != nil {
+		return err
+	}
+	if err = b.uploadGELUTable(); err != nil {
 		return err
 	}
 	if err = b.q.Zero(b.status, 8); err != nil {
@@ -463,6 +472,7 @@ func (b *Backend) release() {
 	}
 	b.kernels = nil
 	b.status.Release()
+	b.geluTable.Release()
 	b.attnScratch.Release()
 	b.act.q.Release()
 	b.act.d.Release()

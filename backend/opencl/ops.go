@@ -165,21 +165,23 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if !b.f32Rows(op, "x", xt, n, cols) || !b.f32Rows(op, "dst", d, n, cols) {
 		return
 	}
-	if wt.dt != dtype.F32 || wt.elems != cols {
-		b.shape(op, "w %v is not F32 [%d]", wt, cols)
+	// A w shorter than a row normalises each of its runs: rows of w's length.
+	if wt.dt != dtype.F32 || wt.elems == 0 || cols%wt.elems != 0 {
+		b.shape(op, "w %v is not F32 [%d] or a divisor of it", wt, cols)
 		return
 	}
-	if n == 0 || !b.fits(op, "columns", cols) {
+	rows := n * (cols / wt.elems)
+	if n == 0 || !b.fits(op, "columns", cols) || !b.fits(op, "rows", rows) {
 		return
 	}
 	k := b.rmsNorm
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argMem(k, 2, wt.mem)
-	b.argI32(k, 3, cols)
+	b.argI32(k, 3, wt.elems)
 	b.argF32(k, 4, eps)
 	b.argLocal(k, 5, 8*k.wg) // doubles where the device has fp64 (norm.cl)
-	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 2, [3]int{k.wg, rows, 1}, [3]int{k.wg, 1, 1})
 }
 
 // RoPE rotates the heads of the first n rows of x in place, row i by the
@@ -210,6 +212,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	}
 	if !(r.Theta > 0) {
 		b.shape(op, "rope theta %v is not positive", r.Theta)
+		return
+	}
+	freqScale, mscale, ok := r.Scales()
+	if !ok {
+		b.shape(op, "rope scales %v and %v are not finite and positive", r.FreqScale, r.AttnFactor)
 		return
 	}
 	var freqs *tensor
@@ -244,6 +251,8 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		neox = 1
 	}
 	b.argI32(k, 8, neox)
+	b.argF32(k, 9, freqScale)
+	b.argF32(k, 10, mscale)
 	local := 1
 	for local*2 <= r.Dims/2 && local*2 <= k.wg {
 		local *= 2
@@ -254,19 +263,8 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 // elementwise validates and launches a kernel over n rows of same-shaped
 // F32 tensors (dst first).
 func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor) {
-	if !b.begin(op) {
-		return
-	}
-	d, at, ct := b.out(op, "dst", dst), b.own(op, "a", a), b.own(op, "b", c)
-	if d == nil || at == nil || ct == nil {
-		return
-	}
-	cols := backend.Cols(d)
-	if !b.f32Rows(op, "dst", d, n, cols) || !b.f32Rows(op, "a", at, n, cols) || !b.f32Rows(op, "b", ct, n, cols) {
-		return
-	}
-	count := n * cols
-	if count == 0 || !b.fits(op, "element count", count) {
+	d, at, ct, count := b.sameRows(op, n, dst, a, c)
+	if d == nil {
 		return
 	}
 	b.argMem(k, 0, d.mem)

@@ -312,9 +312,8 @@ func TestMatMulTransposed(t *testing.T) {
 					// Both backends round the activations bit for bit alike (on
 					// a device with correctly rounded division, as PoCL has), so
 					// only float32 summation order separates them, and for the
-					// block formats not even that: both round the exact sum of
-					// the same block terms (Q8_0: quant.cl's fsum_add) or
-					// follow ggml's order operation for operation (the rest).
+					// block formats not even that: both follow ggml's order
+					// operation for operation.
 					f.close("matmul vs float64 reference", want, o, mag, 1e-6, 0)
 					f.close("matmul", c, o, mag, 1e-6, 0)
 					if wt.dt.Quantized() && f.o.Info().CorrectDivide {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/internal/progress"
+	"github.com/glint-llm/glint/model"
 	"github.com/glint-llm/glint/model/gguf"
 	"github.com/glint-llm/glint/model/quant"
 	"github.com/glint-llm/glint/model/synth"
@@ -70,34 +71,41 @@ func openTokenizer(path string) (*tokenizer.Tokenizer, error) {
 func synthCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "synth",
-		Usage:     "write a deterministic random-weight Llama model of a named shape",
-		UsageText: "generate synth --shape llama3.2-1b --type Q4_0 [--vocab ggml-vocab-llama3-bpe.gguf] -o model.gguf",
+		Usage:     "write a deterministic random-weight model of a named shape and architecture",
+		UsageText: "generate synth [--arch llama] --shape llama3.2-1b --type Q4_0 [--vocab ggml-vocab-llama3-bpe.gguf] [--hf|--onnx] -o model.gguf",
 		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "arch", Value: "llama", Usage: "architecture: " + strings.Join(model.Archs, ", ")},
 			&cli.StringFlag{Name: "shape", Value: "tiny", Usage: "shape name: " + strings.Join(synth.ShapeNames(), ", ")},
 			&cli.StringFlag{Name: "type", Value: "F32", Usage: strings.Join(quant.FileTypeNames(), ", ") + " (llama-quantize's mixes) or Q4_0-pure"},
 			&cli.StringFlag{Name: "vocab", Usage: "copy the tokenizer from this vocab GGUF (default: a small built-in byte-level BPE)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1},
 			&cli.Float64Flag{Name: "std", Value: 0.02, Usage: "standard deviation of the weights"},
 			&cli.BoolFlag{Name: "hf", Usage: "write a Hugging Face directory (config.json + model.safetensors) instead of GGUF"},
+			&cli.BoolFlag{Name: "onnx", Usage: "gemma3 (F32): write the same weights as an ONNX decoder directory for -b onnx instead of GGUF"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "output file (or directory with --hf)"},
 		},
 		Action: func(c *cli.Context) error {
 			bar := progress.New("writing " + c.String("out"))
 			o := synth.Options{
-				Shape: c.String("shape"), Type: c.String("type"), Seed: c.Uint64("seed"),
+				Arch: c.String("arch"), Shape: c.String("shape"), Type: c.String("type"), Seed: c.Uint64("seed"),
 				Std: float32(c.Float64("std")), VocabGGUF: c.String("vocab"), Progress: bar.Update,
 			}
 			var err error
-			if c.Bool("hf") {
+			switch {
+			case c.Bool("hf") && c.Bool("onnx"):
+				err = fmt.Errorf("synth: --hf and --onnx exclude each other")
+			case c.Bool("hf"):
 				err = synth.WriteHF(c.String("out"), o)
-			} else {
+			case c.Bool("onnx"):
+				err = synth.WriteONNX(c.String("out"), o)
+			default:
 				err = synth.WriteGGUF(c.String("out"), o)
 			}
 			bar.Finish()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "wrote %s (%s %s, seed %d)\n", c.String("out"), o.Shape, o.Type, o.Seed)
+			fmt.Fprintf(os.Stderr, "wrote %s (%s %s %s, seed %d)\n", c.String("out"), o.Arch, o.Shape, o.Type, o.Seed)
 			return nil
 		},
 	}

@@ -3,6 +3,7 @@ package peer_test
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/internal/shared"
+	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/sample"
 )
 
@@ -33,11 +35,6 @@ var peerFiles = []string{
 // from ggml. There only the argmax check applies; a listed run that meets
 // the bar fails the test, so that the list cannot go stale.
 var knownGaps = map[string]string{
-	// ggml sums Q8_0 block terms in 8 float lanes, fma(dw·dx, lane sum),
-	// reduced (l0+l4)+…; glint still sums them in float64.
-	"stories260K/stories260K-Q8_0.gguf/cpu/f16": "Q8_0 block-sum order", "stories260K/stories260K-Q8_0.gguf/cpu/f32": "Q8_0 block-sum order",
-	"stories260K/stories260K-Q8_0.gguf/opencl/f16": "Q8_0 block-sum order", "stories260K/stories260K-Q8_0.gguf/opencl/f32": "Q8_0 block-sum order",
-
 	// An F32 model over an f16 cache: K and V round to f16 after F32
 	// matmuls whose float sums ggml orders by its SIMD width (16 lanes
 	// here); llama.cpp's own AVX2 and AVX-512 builds agree on 70% of steps.
@@ -45,7 +42,8 @@ var knownGaps = map[string]string{
 	// OpenCL's attention and SiLU keep ggml's AVX2 arithmetic, where the
 	// CPU backend follows the AVX-512 build these were measured against
 	// (backend/cpu/flavor.go); its matmuls give the CPU's bits.
-	"kquants/kq-small-Q5_K_M.gguf/opencl/f16": "AVX2-flavoured attention and SiLU on OpenCL",
+	"kquants/kq-small-Q5_K_M.gguf/opencl/f16":      "AVX2-flavoured attention and SiLU on OpenCL",
+	"stories260K/stories260K-Q8_0.gguf/opencl/f16": "AVX2-flavoured attention and SiLU on OpenCL",
 }
 
 // TestTeacherForcedVsLlamaCpp compares glint's logits with llama.cpp's,
@@ -76,62 +74,131 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 			for _, ct := range []string{"f16", "f32"} {
 				name := fmt.Sprintf("%s/%s/%s", rel, be, ct)
 				t.Run(name, func(t *testing.T) {
-					m, err := glint.Open(path, glint.Options{Backend: be, Context: 256, CacheTypeK: ct, CacheTypeV: ct})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer m.Close()
-					ids := m.Tokenizer.Encode(prompt, true)
-					rows, force := make([][]float32, 0, steps), make([]int32, 0, steps)
-					batch := ids
-					s, err := m.NewSession(engine.SessionOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for range steps {
-						if err := s.Prefill(t.Context(), batch); err != nil {
-							t.Fatal(err)
-						}
-						row := make([]float32, m.Vocab())
-						if err := s.Logits(t.Context(), row); err != nil {
-							t.Fatal(err)
-						}
-						best := sample.Argmax(row)
-						rows, force, batch = append(rows, row), append(force, best), []int32{best}
-					}
-					ref, err := peer.Forced(dir, path, ids, force, ct, m.Vocab())
-					if err != nil {
-						t.Fatal(err)
-					}
-					st, err := peer.Compare(rows, ref)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var worst, mean float64
-					var diffs []string
-					for i, s := range st {
-						worst, mean = math.Max(worst, s.MaxDiff), mean+s.MeanDiff/float64(len(st))
-						diffs = append(diffs, fmt.Sprintf("%.2g", s.MaxDiff))
-						if s.Top != s.PeerTop && s.Gap >= 0.05 {
-							t.Errorf("step %d: glint's argmax %d, llama.cpp's %d with a gap of %.3g", i, s.Top, s.PeerTop, s.Gap)
-						}
-					}
-					within := peer.Within(st, 2e-3)
-					t.Logf("%s: %.0f%% of steps within 2e-3, worst %.3g, mean shift %.2g; per step: %s", name, 100*within, worst, mean, strings.Join(diffs, " "))
-					if why, known := knownGaps[name]; known {
-						if within >= 0.95 && math.Abs(mean) <= 1e-3 {
-							t.Errorf("meets the bar now: remove it from knownGaps (%s)", why)
-						}
-						return
-					}
-					if within < 0.95 {
-						t.Errorf("only %.0f%% of steps within 2e-3 of llama.cpp (95%% needed)", 100*within)
-					}
-					if math.Abs(mean) > 1e-3 {
-						t.Errorf("mean signed difference %.3g: a systematic shift", mean)
-					}
+					within, mean := forcedVsPeer(t, dir, path, prompt, be, ct, steps)
+					holdToBar(t, within, mean, knownGaps, name)
 				})
 			}
 		}
+	}
+}
+
+// forcedVsPeer runs glint greedily on path (backend be, both KV caches ct)
+// for steps steps from prompt, runs llama.cpp forced along glint's ids, and
+// returns the share of steps within 2e-3 and the mean signed difference,
+// failing t where glint's argmax differs from llama.cpp's beyond a
+// near-tie (gap < 0.05).
+func forcedVsPeer(t *testing.T, dir, path, prompt, be, ct string, steps int) (within, mean float64) {
+	t.Helper()
+	m, err := glint.Open(path, glint.Options{Backend: be, Context: 256, CacheTypeK: ct, CacheTypeV: ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ids := m.Tokenizer.Encode(prompt, true)
+	rows, force := make([][]float32, 0, steps), make([]int32, 0, steps)
+	batch := ids
+	s, err := m.NewSession(engine.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range steps {
+		if err := s.Prefill(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+		row := make([]float32, m.Vocab())
+		if err := s.Logits(t.Context(), row); err != nil {
+			t.Fatal(err)
+		}
+		best := sample.Argmax(row)
+		rows, force, batch = append(rows, row), append(force, best), []int32{best}
+	}
+	ref, err := peer.Forced(dir, path, ids, force, ct, m.Vocab())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := peer.Compare(rows, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	var diffs []string
+	for i, s := range st {
+		worst, mean = math.Max(worst, s.MaxDiff), mean+s.MeanDiff/float64(len(st))
+		diffs = append(diffs, fmt.Sprintf("%.2g", s.MaxDiff))
+		if s.Top != s.PeerTop && s.Gap >= 0.05 {
+			t.Errorf("step %d: glint's argmax %d, llama.cpp's %d with a gap of %.3g", i, s.Top, s.PeerTop, s.Gap)
+		}
+	}
+	within = peer.Within(st, 2e-3)
+	t.Logf("%.0f%% of steps within 2e-3, worst %.3g, mean shift %.2g; per step: %s", 100*within, worst, mean, strings.Join(diffs, " "))
+	return within, mean
+}
+
+// archGaps are the architecture runs that miss the bar, with why; as for
+// knownGaps, only the argmax check applies, and a listed run that meets the
+// bar fails the test.
+var archGaps = map[string]string{
+	// glibc 2.36's tanhf (fdlibm's, via expm1f) is off the correctly
+	// rounded result by an ulp for ~40% of arguments; the CPU backend calls
+	// it as llama.cpp does, OpenCL's tanh differs in the last bit, and in
+	// the attention soft cap that flips a Q8_0-rounded activation.
+	"gemma2/Q4_0/opencl": "OpenCL's tanh in the attention soft cap is not glibc's tanhf",
+}
+
+// TestArchitecturesVsLlamaCpp holds the architectures llama.cpp c392e509
+// reads (Qwen 2, Phi-3, Gemma 2, GPT-2) to the same bar as the staged
+// Llama files: synthetic models at std 0.05 (at 0.2 small random models
+// are chaotic: one int8 or f16 rounding flip moves logits by 0.1–0.6), in
+// F32 and in Q4_0 (llama-quantize's mix), 24 steps from "Sam found a
+// shiny" (past the sliding window of 8 of Phi-3 and Gemma 2), each engine
+// at its defaults (an f16 KV cache), on the CPU and OpenCL.
+func TestArchitecturesVsLlamaCpp(t *testing.T) {
+	dir, err := peer.Find()
+	if err != nil {
+		t.Skip(err)
+	}
+	backends := []string{"cpu"}
+	if _, err := opencl.New(opencl.Options{}); err == nil {
+		backends = append(backends, "opencl")
+	}
+	tmp := t.TempDir()
+	for _, arch := range []string{"qwen2", "phi3", "gemma2", "gpt2"} {
+		shape := "tiny"
+		if arch == "gemma2" {
+			shape = "gemma2-tiny"
+		}
+		for _, typ := range []string{"F32", "Q4_0"} {
+			path := filepath.Join(tmp, arch+"-"+typ+".gguf")
+			if err := synth.WriteGGUF(path, synth.Options{Arch: arch, Shape: shape, Type: typ, Seed: 3, Std: 0.05}); err != nil {
+				t.Fatal(err)
+			}
+			for _, be := range backends {
+				name := fmt.Sprintf("%s/%s/%s", arch, typ, be)
+				t.Run(name, func(t *testing.T) {
+					within, mean := forcedVsPeer(t, dir, path, "Sam found a shiny", be, "f16", 24)
+					holdToBar(t, within, mean, archGaps, name)
+				})
+			}
+		}
+	}
+}
+
+// holdToBar fails t unless at least 95% of the steps were within 2e-3 and
+// the mean signed difference stays below 1e-3; a run listed in gaps is held
+// to the argmax check only, and fails if it meets the bar (so that the list
+// cannot go stale).
+func holdToBar(t *testing.T, within, mean float64, gaps map[string]string, name string) {
+	t.Helper()
+	if why, known := gaps[name]; known {
+		if within >= 0.95 && math.Abs(mean) <= 1e-3 {
+			t.Errorf("meets the bar now: remove it from the known gaps (%s)", why)
+		}
+		return
+	}
+	if within < 0.95 {
+		t.Errorf("only %.0f%% of steps within 2e-3 of llama.cpp (95%% needed)", 100*within)
+	}
+	if math.Abs(mean) > 1e-3 {
+		t.Errorf("mean signed difference %.3g: a systematic shift", mean)
 	}
 }

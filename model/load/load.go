@@ -6,13 +6,13 @@
 package load
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/model"
@@ -64,24 +64,33 @@ func Open(path string) (*File, error) {
 	return &File{Config: c, Source: g, GGUF: g, Path: path, closer: g.Close}, nil
 }
 
-// The llama.* metadata keys glint reads (llama.cpp's LLM_KV names).
+// The <arch>.* metadata keys glint reads (llama.cpp's LLM_KV names).
 const (
-	keyBlockCount = "block_count"
-	keyEmbd       = "embedding_length"
-	keyFF         = "feed_forward_length"
-	keyHeads      = "attention.head_count"
-	keyHeadsKV    = "attention.head_count_kv"
-	keyKeyLen     = "attention.key_length"
-	keyValueLen   = "attention.value_length"
-	keyRMSEps     = "attention.layer_norm_rms_epsilon"
-	keyRopeBase   = "rope.freq_base"
-	keyRopeDims   = "rope.dimension_count"
-	keyContext    = "context_length"
-	keyVocab      = "vocab_size"
+	keyBlockCount   = "block_count"
+	keyEmbd         = "embedding_length"
+	keyFF           = "feed_forward_length"
+	keyHeads        = "attention.head_count"
+	keyHeadsKV      = "attention.head_count_kv"
+	keyKeyLen       = "attention.key_length"
+	keyValueLen     = "attention.value_length"
+	keyRMSEps       = "attention.layer_norm_rms_epsilon"
+	keyNormEps      = "attention.layer_norm_epsilon"
+	keyRopeBase     = "rope.freq_base"
+	keyRopeDims     = "rope.dimension_count"
+	keyContext      = "context_length"
+	keyVocab        = "vocab_size"
+	keyWindow       = "attention.sliding_window"
+	keyAttnSoftCap  = "attn_logit_softcapping"
+	keyFinalSoftCap = "final_logit_softcapping"
+	keyRopeOrigCtx  = "rope.scaling.original_context_length"
+	keyRopeAttnFac  = "rope.scaling.attn_factor"
+	keyRopeScaling  = "rope.scaling.type"
+	keyRopeFactor   = "rope.scaling.factor"
 )
 
-// ConfigFromGGUF reads a llama GGUF file's hyper-parameters, applying
-// llama.cpp's defaults, and checks them against the file's tensors.
+// ConfigFromGGUF reads a GGUF file's hyper-parameters, applying llama.cpp's
+// defaults for its architecture, and checks them against the file's
+// tensors.
 func ConfigFromGGUF(f *gguf.File) (model.Config, error) {
 	where := f.Path
 	if where == "" {
@@ -94,8 +103,8 @@ func ConfigFromGGUF(f *gguf.File) (model.Config, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if arch != "llama" {
-		return fail(fmt.Errorf("architecture %q is not supported (only llama)", arch))
+	if err := model.CheckArch(arch); err != nil {
+		return fail(err)
 	}
 	r := kvReader{f: f, prefix: arch + "."}
 	c := model.Config{Arch: arch}
@@ -104,13 +113,17 @@ func ConfigFromGGUF(f *gguf.File) (model.Config, error) {
 	c.NHead = r.int(keyHeads)
 	c.NFF = r.int(keyFF)
 	c.Context = r.int(keyContext)
-	c.RMSEps = float32(r.float(keyRMSEps))
+	if arch == "gpt2" {
+		c.RMSEps = float32(r.float(keyNormEps))
+	} else {
+		c.RMSEps = float32(r.float(keyRMSEps))
+	}
 	c.NHeadKV = r.intOr(keyHeadsKV, c.NHead)
 	c.RopeTheta = float32(r.floatOr(keyRopeBase, 10000))
 	switch {
 	case r.has(keyKeyLen):
 		c.HeadDim = r.int(keyKeyLen)
-	case r.has(keyRopeDims):
+	case arch == "llama" && r.has(keyRopeDims):
 		c.HeadDim = r.int(keyRopeDims)
 	case c.NHead > 0 && c.NEmbd%c.NHead == 0:
 		c.HeadDim = c.NEmbd / c.NHead
@@ -133,7 +146,49 @@ func ConfigFromGGUF(f *gguf.File) (model.Config, error) {
 	}
 	c.HasRopeFreqs = f.Has("rope_freqs.weight")
 	c.TiedEmbeddings = !f.Has("output.weight")
+	// Linear scaling divides the angles by its factor (llama.cpp reads the
+	// factor whatever the type says); YaRN is not implemented: refuse it
+	// rather than run with the wrong positions. Phi-3's LongRoPE is its
+	// factor tensors.
+	scaling, _ := r.str(keyRopeScaling)
+	factor := float32(r.floatOr(keyRopeFactor, 0))
+	switch {
+	case arch == "phi3" && scaling == "longrope":
+	case scaling != "" && scaling != "none" && scaling != "linear":
+		r.errs = append(r.errs, fmt.Errorf("rope scaling %q with factor %g is not supported", scaling, factor))
+	case factor != 0 && factor != 1:
+		c.RopeFreqScale = 1 / factor
+	}
+	switch arch {
+	case "gemma2":
+		// llama.cpp's defaults (llama_hparams, and Gemma 2's window).
+		c.AttnSoftCap = float32(r.floatOr(keyAttnSoftCap, 50))
+		c.FinalSoftCap = float32(r.floatOr(keyFinalSoftCap, 30))
+		c.SlidingWindow = r.intOr(keyWindow, 4096)
+	case "gemma3":
+		c.SlidingWindow = r.int(keyWindow)
+	case "phi3":
+		// llama.cpp's defaults for files written before the key existed.
+		switch {
+		case (c.NLayer == 32 || c.NLayer == 40) && c.Context == 4096:
+			c.SlidingWindow = 2047
+		case c.NLayer == 32 && c.NHeadKV == 32 && c.Context == 131072:
+			c.SlidingWindow = 262144
+		case c.NLayer == 40 && c.Context == 131072:
+			c.SlidingWindow = 131072
+		}
+		c.SlidingWindow = r.intOr(keyWindow, c.SlidingWindow)
+		if c.SlidingWindow == 0 {
+			r.errs = append(r.errs, fmt.Errorf("%s%s is missing", r.prefix, keyWindow))
+		}
+		c.HasRopeFactors = f.Has("rope_factors_long.weight") || f.Has("rope_factors_short.weight")
+		c.RopeOrigContext = r.intOr(keyRopeOrigCtx, c.Context)
+		c.RopeAttnFactor = float32(r.floatOr(keyRopeAttnFac, 1))
+	}
 	if err := errors.Join(r.errs...); err != nil {
+		return fail(err)
+	}
+	if c, err = c.WithArch(); err != nil {
 		return fail(err)
 	}
 	if err := c.Validate(); err != nil {
@@ -177,6 +232,18 @@ func (r *kvReader) intOr(key string, def int) int {
 	return r.int(key)
 }
 
+func (r *kvReader) str(key string) (string, bool) {
+	if !r.has(key) {
+		return "", false
+	}
+	v, err := r.f.String(r.prefix + key)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return "", false
+	}
+	return v, true
+}
+
 func (r *kvReader) float(key string) float64 {
 	v, err := r.f.Float(r.prefix + key)
 	if err != nil {
@@ -210,17 +277,17 @@ func openHF(dir string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %s: %w", dir, err)
 	}
-	if !set.Has("lm_head.weight") {
+	src := &hfSource{set: set, arch: c.Arch, extra: map[string]model.TensorData{}}
+	if !src.hasHF("lm_head.weight") {
 		c.TiedEmbeddings = true
 	}
-	src := &hfSource{set: set, tied: c.TiedEmbeddings}
+	src.tied = c.TiedEmbeddings
 	if s, ok, _ := h.Llama3Scaling(); ok {
-		freqs := model.Llama3RopeFreqs(c.RopeDims, float64(c.RopeTheta), s)
-		b := make([]byte, 4*len(freqs))
-		for i, v := range freqs {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		src.ropeFreqs = &model.TensorData{Name: "rope_freqs.weight", Type: dtype.F32, Shape: []int{len(freqs)}, Data: b}
+		src.addF32("rope_freqs.weight", model.Llama3RopeFreqs(c.RopeDims, float64(c.RopeTheta), s))
+	}
+	if short, long, _, ok, _ := h.LongRoPE(c.RopeDims); ok {
+		src.addF32("rope_factors_short.weight", short)
+		src.addF32("rope_factors_long.weight", long)
 	}
 	if err := c.CheckSource(src); err != nil {
 		set.Close()
@@ -229,60 +296,134 @@ func openHF(dir string) (*File, error) {
 	return &File{Config: c, Source: src, Dir: dir, Path: dir, closer: set.Close}, nil
 }
 
-// hfSource serves a Hugging Face checkpoint's tensors under GGUF names,
-// unpermuted (the config says RopeNeoX), plus the rope_freqs.weight that
-// convert_hf_to_gguf.py would have written.
+// hfSource serves a Hugging Face checkpoint's tensors under GGUF names, as
+// convert_hf_to_gguf.py would have written them, except that Llama's Q and K
+// stay unpermuted (the config says RopeNeoX): 1-D tensors in F32, Gemma's
+// norm weights plus one, GPT-2's Conv1D matrices transposed to [out, in],
+// and the tensors the converter derives from config.json (extra).
 type hfSource struct {
-	set       *safetensors.Set
-	ropeFreqs *model.TensorData
-	tied      bool
+	set   *safetensors.Set
+	arch  string
+	extra map[string]model.TensorData
+	tied  bool
+}
+
+func (s *hfSource) addF32(name string, v []float32) {
+	b := make([]byte, 4*len(v))
+	dtype.QuantizeRow(dtype.F32, b, v)
+	s.extra[name] = model.TensorData{Name: name, Type: dtype.F32, Shape: []int{len(v)}, Data: b}
+}
+
+// hfName is the checkpoint's name of a GGUF tensor: the architecture's
+// Hugging Face name, or for GPT-2 that name without "transformer.", as the
+// original gpt2 checkpoints store it.
+func (s *hfSource) hfName(name string) (string, bool) {
+	hf, ok := model.HFName(s.arch, name)
+	if !ok {
+		return "", false
+	}
+	return hf, s.hasHF(hf)
+}
+
+func (s *hfSource) hasHF(hf string) bool { _, ok := s.resolve(hf); return ok }
+
+func (s *hfSource) resolve(hf string) (string, bool) {
+	if s.set.Has(hf) {
+		return hf, true
+	}
+	if bare, ok := strings.CutPrefix(hf, "transformer."); ok && s.arch == "gpt2" && s.set.Has(bare) {
+		return bare, true
+	}
+	return "", false
 }
 
 func (s *hfSource) Has(name string) bool {
-	if name == "rope_freqs.weight" {
-		return s.ropeFreqs != nil
+	if _, ok := s.extra[name]; ok {
+		return true
 	}
 	if name == "output.weight" && s.tied {
 		return false
 	}
-	hf, ok := model.HFName(name)
-	return ok && s.set.Has(hf)
+	_, ok := s.hfName(name)
+	return ok
 }
 
 func (s *hfSource) Tensor(name string) (model.TensorData, error) {
-	if name == "rope_freqs.weight" && s.ropeFreqs != nil {
-		td := *s.ropeFreqs
+	if td, ok := s.extra[name]; ok {
 		td.Shape = slices.Clone(td.Shape)
 		return td, nil
 	}
 	if !s.Has(name) {
 		return model.TensorData{}, fmt.Errorf("model: no tensor %q in the Hugging Face checkpoint", name)
 	}
-	hf, _ := model.HFName(name)
+	hf, _ := s.hfName(name)
+	hf, _ = s.resolve(hf)
 	td, err := s.set.Tensor(hf)
 	if err != nil {
 		return model.TensorData{}, err
 	}
 	td.Name = name
-	// Norm weights (every 1-D tensor) are F32, as convert_hf_to_gguf.py
-	// writes them and as the backends' RMSNorm takes them; half-precision
-	// checkpoints store them in F16 or BF16. Widening is exact.
-	if len(td.Shape) == 1 && (td.Type == dtype.F16 || td.Type == dtype.BF16) {
-		f := make([]float32, td.Shape[0])
-		dtype.DequantizeRow(td.Type, f, td.Data)
-		b := make([]byte, 4*len(f))
-		for i, v := range f {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		td.Type, td.Data = dtype.F32, b
+	if len(td.Shape) == 1 {
+		return s.vector(td)
 	}
+	if s.arch == "gpt2" && len(td.Shape) == 2 && name != "token_embd.weight" && name != "position_embd.weight" && name != "output.weight" {
+		return transpose(td)
+	}
+	return td, nil
+}
+
+// vector returns a 1-D tensor as convert_hf_to_gguf.py writes it: F32
+// (half-precision checkpoints store norms in F16 or BF16; widening is
+// exact), and for Gemma a norm weight w as 1 + w, the scale Gemma's RMSNorm
+// applies.
+func (s *hfSource) vector(td model.TensorData) (model.TensorData, error) {
+	gemmaNorm := (s.arch == "gemma2" || s.arch == "gemma3") && strings.HasSuffix(td.Name, "norm.weight")
+	if td.Type == dtype.F32 && !gemmaNorm {
+		return td, nil
+	}
+	if td.Type != dtype.F32 && td.Type != dtype.F16 && td.Type != dtype.BF16 {
+		return td, fmt.Errorf("model: tensor %q: %v vectors are not supported", td.Name, td.Type)
+	}
+	f := make([]float32, td.Shape[0])
+	dtype.DequantizeRow(td.Type, f, td.Data)
+	if gemmaNorm {
+		for i := range f {
+			f[i]++
+		}
+	}
+	b := make([]byte, 4*len(f))
+	dtype.QuantizeRow(dtype.F32, b, f)
+	td.Type, td.Data = dtype.F32, b
+	return td, nil
+}
+
+// transpose turns a GPT-2 Conv1D weight, stored [in, out], into the
+// [out, in] matrix every other layer stores, as the converter does.
+func transpose(td model.TensorData) (model.TensorData, error) {
+	if td.Type.Quantized() {
+		return td, fmt.Errorf("model: tensor %q: cannot transpose %v", td.Name, td.Type)
+	}
+	in, out := td.Shape[0], td.Shape[1]
+	es := td.Type.BlockBytes()
+	if len(td.Data) != in*out*es {
+		return td, fmt.Errorf("model: tensor %q: %d bytes for %v %v", td.Name, len(td.Data), td.Type, td.Shape)
+	}
+	b := make([]byte, len(td.Data))
+	for i := range in {
+		for o := range out {
+			copy(b[(o*in+i)*es:(o*in+i+1)*es], td.Data[(i*out+o)*es:(i*out+o+1)*es])
+		}
+	}
+	td.Shape, td.Data = []int{out, in}, b
 	return td, nil
 }
 
 // ReleasePages releases a tensor's pages of its safetensors shard.
 func (s *hfSource) ReleasePages(name string) {
-	if hf, ok := model.HFName(name); ok {
-		s.set.ReleasePages(hf)
+	if hf, ok := s.hfName(name); ok {
+		if hf, ok = s.resolve(hf); ok {
+			s.set.ReleasePages(hf)
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package load_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,16 +69,24 @@ func ggufWith(t *testing.T, drop []string, set map[string]any, reshape map[strin
 	}
 	defer src.Close()
 	w := gguf.NewWriter()
+	seen := map[string]bool{}
 	for _, kv := range src.KV {
 		if strings.Contains(strings.Join(drop, "\n")+"\n", kv.Key+"\n") {
 			continue
 		}
 		v := any(kv.Value)
 		if s, ok := set[kv.Key]; ok {
-			v = s
+			v, seen[kv.Key] = s, true
 		}
 		if err := w.Add(kv.Key, v); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if !seen[k] {
+			if err := w.Add(k, set[k]); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, ti := range src.Tensors {
@@ -111,7 +121,10 @@ func TestConfigFromGGUFErrors(t *testing.T) {
 		reshape map[string][]int
 		want    string
 	}{
-		{"architecture", nil, map[string]any{"general.architecture": "gpt2"}, nil, `architecture "gpt2" is not supported`},
+		{"architecture", nil, map[string]any{"general.architecture": "mamba"}, nil,
+			`unsupported architecture "mamba" (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, gpt2)`},
+		{"rope scaling", nil, map[string]any{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": float32(4)}, nil,
+			`rope scaling "yarn" with factor 4 is not supported`},
 		{"no architecture", []string{"general.architecture"}, nil, nil, "general.architecture"},
 		{"missing keys", []string{"llama.block_count", "llama.embedding_length"}, nil, nil, "llama.embedding_length"},
 		{"gqa", nil, map[string]any{"llama.attention.head_count_kv": uint32(3)}, nil, "not a multiple of 3 KV heads"},
@@ -132,6 +145,13 @@ func TestConfigFromGGUFErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to name the file and mention %q", err, tc.want)
 			}
 		})
+	}
+	// Linear scaling: the angles divided by the factor.
+	lin := ggufWith(t, nil, map[string]any{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float32(4)}, nil)
+	if f, err := load.Open(lin); err != nil || f.Config.RopeFreqScale != 0.25 {
+		t.Errorf("linear scaling: %v, %+v", err, f)
+	} else {
+		f.Close()
 	}
 	// Defaults: no head_count_kv, freq_base, key_length, dimension_count or
 	// vocab_size (taken from the token list).
@@ -158,7 +178,7 @@ func TestOpenHF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := must(synth.LookupShape("tiny")).Config()
+	want := must(must(synth.LookupShape("tiny")).Config("llama"))
 	want.RopeNeoX = true
 	if f.Config != want || f.GGUF != nil || f.Dir != dir {
 		t.Errorf("config %+v, want %+v", f.Config, want)

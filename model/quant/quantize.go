@@ -192,7 +192,9 @@ func rowsOf(f *load.File, t Tensor) (model.TensorData, error) {
 	case strings.HasSuffix(t.Name, ".attn_k.weight"):
 		heads = c.NHeadKV
 	}
-	if heads > 0 && c.RopeNeoX {
+	// Only llama files store Q and K permuted (convert_hf_to_gguf.py's
+	// LlamaModel); every other architecture keeps Hugging Face's rows.
+	if heads > 0 && c.Arch == "llama" && c.RopeNeoX {
 		if td.Data, err = model.PermuteQK(td.Data, td.Shape[0], heads); err != nil {
 			return td, fmt.Errorf("quant: tensor %q: %w", t.Name, err)
 		}
@@ -269,8 +271,8 @@ func toFloat(t dtype.Type, x []float32, src []byte) {
 	dtype.DequantizeRow(t, x, src)
 }
 
-// hfMetadata is the metadata convert_hf_to_gguf.py writes for a Llama
-// folder that glint reads back (architecture and hyper-parameters), plus the
+// hfMetadata is the metadata convert_hf_to_gguf.py writes for a Hugging
+// Face folder that glint reads back (architecture and hyper-parameters), plus the
 // tokenizer.* pairs of the vocab GGUF, if one is given.
 func hfMetadata(f *load.File, vocab string) ([]gguf.KV, error) {
 	c := f.Config
@@ -278,14 +280,14 @@ func hfMetadata(f *load.File, vocab string) ([]gguf.KV, error) {
 	for _, p := range []struct {
 		k string
 		v any
-	}{{"general.architecture", "llama"}, {"general.name", filepath.Base(f.Dir)}} {
+	}{{"general.architecture", c.Arch}, {"general.name", filepath.Base(f.Dir)}} {
 		v, err := gguf.NewValue(p.v)
 		if err != nil {
 			return nil, fmt.Errorf("quant: %s: %w", p.k, err)
 		}
 		kvs = append(kvs, gguf.KV{Key: p.k, Value: v})
 	}
-	hp, err := gguf.LlamaHParams(c)
+	hp, err := gguf.HParams(c)
 	if err != nil {
 		return nil, fmt.Errorf("quant: %w", err)
 	}

@@ -92,7 +92,7 @@ func TestGGUFMatchesHF(t *testing.T) {
 	if gc != hc {
 		t.Errorf("configs differ:\nGGUF %+v\nHF   %+v", gc, hc)
 	}
-	if want := must(synth.LookupShape("tiny")).Config(); gc != want {
+	if want := must(must(synth.LookupShape("tiny")).Config("llama")); gc != want {
 		t.Errorf("config %+v, want %+v", gc, want)
 	}
 	for _, ts := range gc.TensorShapes() {

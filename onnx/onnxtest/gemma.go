@@ -163,6 +163,39 @@ func (b *builder) randn(name string, std float64, dims ...int64) string {
 	return b.init(&Tensor{Name: name, Type: Float, Dims: dims, Float: f})
 }
 
+// signature declares the Gemma decoder's inputs (ids, attention_mask and
+// position_ids int64, past_key_values.N.key/value [batch, kvHeads, past,
+// headDim]) and outputs (logits [batch, seq, vocab], present.N.key/value).
+func (b *builder) signature(ids string, layers int, kvHeads, headDim, vocab int64, kvType DataType) {
+	g := b.g
+	g.Inputs = append(g.Inputs,
+		ValueInfo{ids, Int64, []Dim{P("batch_size"), P("sequence_length")}},
+		ValueInfo{"attention_mask", Int64, []Dim{P("batch_size"), P("total_sequence_length")}},
+		ValueInfo{"position_ids", Int64, []Dim{P("batch_size"), P("sequence_length")}},
+	)
+	g.Outputs = append(g.Outputs, ValueInfo{"logits", Float, []Dim{P("batch_size"), P("sequence_length"), N(vocab)}})
+	for l := 0; l < layers; l++ {
+		for _, kv := range []string{"key", "value"} {
+			g.Inputs = append(g.Inputs, ValueInfo{fmt.Sprintf("past_key_values.%d.%s", l, kv), kvType,
+				[]Dim{P("batch_size"), N(kvHeads), P("past_sequence_length"), N(headDim)}})
+			g.Outputs = append(g.Outputs, ValueInfo{fmt.Sprintf("present.%d.%s", l, kv), kvType,
+				[]Dim{P("batch_size"), N(kvHeads), P("total_sequence_length"), N(headDim)}})
+		}
+	}
+}
+
+// cachePositions gives the queries' cache positions qpos [seq, 1] (query
+// i sits at past+i), the keys' kpos [1, total], and causal = kpos ≤ qpos.
+func (b *builder) cachePositions(ids string) (qpos, kpos, causal string) {
+	one, zero := b.scalarI64(1), b.scalarI64(0)
+	seq := b.op("Gather", []string{b.op("Shape", []string{ids}), one}, AttrInt("axis", 0))
+	total := b.op("Gather", []string{b.op("Shape", []string{"attention_mask"}), one}, AttrInt("axis", 0))
+	past := b.op("Sub", []string{total, seq})
+	qpos = b.op("Unsqueeze", []string{b.op("Range", []string{past, total, one}), b.i64(1)})
+	kpos = b.op("Unsqueeze", []string{b.op("Range", []string{zero, total, one}), b.i64(0)})
+	return qpos, kpos, b.op("LessOrEqual", []string{kpos, qpos})
+}
+
 func buildGemma(o *GemmaOptions) *Model {
 	b := &builder{g: &Graph{Name: "gemma_like"}, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
 	D, hd, V := int64(o.Hidden), int64(o.HeadDim), int64(o.Vocab)
@@ -171,35 +204,11 @@ func buildGemma(o *GemmaOptions) *Model {
 	if o.Float16KV {
 		kvType = Float16
 	}
-	g := b.g
-	g.Inputs = append(g.Inputs,
-		ValueInfo{o.InputIDs, Int64, []Dim{P("batch_size"), P("sequence_length")}},
-		ValueInfo{"attention_mask", Int64, []Dim{P("batch_size"), P("total_sequence_length")}},
-		ValueInfo{"position_ids", Int64, []Dim{P("batch_size"), P("sequence_length")}},
-	)
-	for l := 0; l < o.Layers; l++ {
-		for _, kv := range []string{"key", "value"} {
-			g.Inputs = append(g.Inputs, ValueInfo{fmt.Sprintf("past_key_values.%d.%s", l, kv), kvType,
-				[]Dim{P("batch_size"), N(KVH), P("past_sequence_length"), N(hd)}})
-		}
-	}
-	g.Outputs = append(g.Outputs, ValueInfo{"logits", Float, []Dim{P("batch_size"), P("sequence_length"), N(V)}})
-	for l := 0; l < o.Layers; l++ {
-		for _, kv := range []string{"key", "value"} {
-			g.Outputs = append(g.Outputs, ValueInfo{fmt.Sprintf("present.%d.%s", l, kv), kvType,
-				[]Dim{P("batch_size"), N(KVH), P("total_sequence_length"), N(hd)}})
-		}
-	}
+	b.signature(o.InputIDs, o.Layers, KVH, hd, V, kvType)
 
 	// Additive attention bias [batch, 1, seq, total]: query i sits at cache
 	// index past+i and may see key j when j <= past+i and attention_mask[j].
-	one, zero := b.scalarI64(1), b.scalarI64(0)
-	seq := b.op("Gather", []string{b.op("Shape", []string{o.InputIDs}), one}, AttrInt("axis", 0))
-	total := b.op("Gather", []string{b.op("Shape", []string{"attention_mask"}), one}, AttrInt("axis", 0))
-	past := b.op("Sub", []string{total, seq})
-	qpos := b.op("Unsqueeze", []string{b.op("Range", []string{past, total, one}), b.i64(1)})
-	kpos := b.op("Unsqueeze", []string{b.op("Range", []string{zero, total, one}), b.i64(0)})
-	causal := b.op("LessOrEqual", []string{kpos, qpos})
+	_, _, causal := b.cachePositions(o.InputIDs)
 	pad := b.op("Unsqueeze", []string{b.op("Cast", []string{"attention_mask"}, AttrInt("to", int64(Bool))), b.i64(1, 2)})
 	allowed := b.op("And", []string{causal, pad})
 	bias := b.op("Where", []string{allowed, b.scalarF(0), b.scalarF(-1e9)})
@@ -273,7 +282,7 @@ func buildGemma(o *GemmaOptions) *Model {
 	}
 	// A wide LM head spreads the logits so greedy choices are clear-cut.
 	b.opTo("logits", "MatMul", []string{norm(x), b.randn("lm_head", 3/math.Sqrt(float64(D)), D, V)})
-	return &Model{Opset: 17, Graph: *g}
+	return &Model{Opset: 17, Graph: *b.g}
 }
 
 // testWords seed the BPE merges; their pieces fill the vocabulary after the
