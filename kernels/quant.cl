@@ -25,7 +25,9 @@ inline float div_rn(float a, float b) {
 #else
 	float q = a / b;
 	float r = fma(-q, b, a);
-	return fma(r, 1.0f / b, q);
+	// A zero remainder leaves q exact (and its zero's sign right); an
+	// infinite b or quotient makes the remainder NaN, and q is right then.
+	return isfinite(r) && r != 0.0f ? fma(r, 1.0f / b, q) : q;
 #endif
 }
 

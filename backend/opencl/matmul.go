@@ -124,6 +124,9 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	}
 	if n == 1 {
 		k := wk.mv
+		if !b.made(k) {
+			return
+		}
 		// Lanes beyond the units of a row would idle: give them rows.
 		units := max(in/mvUnit(wt.dt), 1)
 		group := pow2Floor(min(b.mat.mvGroup, k.max))
@@ -149,6 +152,9 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	k := wk.mm
 	if b.mat.cpu {
 		k = wk.mmc
+	}
+	if !b.made(k) {
+		return
 	}
 	group := min(b.mat.mmGroup, k.max)
 	b.argMem(k, 0, wt.mem)
@@ -224,6 +230,9 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 		return true
 	}
 	a.src = nil
+	if !b.made(qk) {
+		return false
+	}
 	if at == dtype.F16 || at == dtype.BF16 {
 		// The rounded values stay floats, in q: the float kernels read them
 		// as they would read x.

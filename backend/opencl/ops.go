@@ -138,6 +138,9 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 		return
 	}
 	k := wk.embedding
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, tb.mem)
 	b.argU64(k, 2, tb.bytes/max(vocab, 1))
@@ -175,6 +178,9 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 		return
 	}
 	k := b.rmsNorm
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argMem(k, 2, wt.mem)
@@ -233,6 +239,9 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		return
 	}
 	k := b.rope
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, heads)
 	b.argI32(k, 2, headDim)
@@ -264,7 +273,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 // F32 tensors (dst first).
 func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor) {
 	d, at, ct, count := b.sameRows(op, n, dst, a, c)
-	if d == nil {
+	if d == nil || !b.made(k) {
 		return
 	}
 	b.argMem(k, 0, d.mem)
@@ -292,6 +301,9 @@ func (b *Backend) copyElems(d *tensor, dstOff int, s *tensor, srcOff, count int)
 // copyWith queues one of the copy kernels (elementwise.cl), which share
 // their arguments: dst, dstOff, src, srcOff, count, offsets in elements.
 func (b *Backend) copyWith(k *kern, d *tensor, dstOff int, s *tensor, srcOff, count int) {
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argU64(k, 1, dstOff)
 	b.argMem(k, 2, s.mem)
@@ -447,6 +459,9 @@ func (b *Backend) Softmax(x backend.Tensor, n int) {
 		return
 	}
 	k := b.softmax
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, cols)
 	b.argLocal(k, 2, 4*k.wg)
@@ -479,6 +494,9 @@ func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
 		return
 	}
 	k := b.argmax
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argI32(k, 2, cols)
