@@ -118,10 +118,18 @@ func devicesCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			devs, err := opencl.Devices()
 			if err != nil {
+				if hint := opencl.RegisterHint(); hint != "" {
+					fmt.Fprint(os.Stderr, hint)
+				}
 				return err
 			}
+			gpu := false
 			for i, d := range devs {
 				fmt.Printf("%d: %s\n", i, d)
+				gpu = gpu || d.Type == "GPU"
+			}
+			if !gpu {
+				fmt.Fprint(os.Stderr, opencl.RegisterHint())
 			}
 			return nil
 		},
