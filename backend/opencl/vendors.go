@@ -78,15 +78,21 @@ func (s driverSearch) unregistered() []Driver {
 	return out
 }
 
+// icdFiles are the loader's ICD files: OCL_ICD_VENDORS's (or
+// /etc/OpenCL/vendors') *.icd, or the one file it names.
+func (s driverSearch) icdFiles() []string {
+	if st, err := os.Stat(s.vendors); err == nil && st.IsDir() {
+		files, _ := filepath.Glob(filepath.Join(s.vendors, "*.icd"))
+		return files
+	}
+	return []string{s.vendors}
+}
+
 // registered is the base names of the libraries the loader's ICD files
 // name (one library, by name or path, per file).
 func (s driverSearch) registered() map[string]bool {
-	files := []string{s.vendors}
-	if st, err := os.Stat(s.vendors); err == nil && st.IsDir() {
-		files, _ = filepath.Glob(filepath.Join(s.vendors, "*.icd"))
-	}
 	names := map[string]bool{}
-	for _, f := range files {
+	for _, f := range s.icdFiles() {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
@@ -96,6 +102,33 @@ func (s driverSearch) registered() map[string]bool {
 		}
 	}
 	return names
+}
+
+// WriteRegistry makes dir a folder of ICD files for OCL_ICD_VENDORS: the
+// loader's own (so that PoCL stays) and one per driver Unregistered finds,
+// which it returns.
+func WriteRegistry(dir string) ([]Driver, error) { return systemSearch().writeRegistry(dir) }
+
+func (s driverSearch) writeRegistry(dir string) ([]Driver, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("opencl: ICD folder: %w", err)
+	}
+	for _, f := range s.icdFiles() {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			return nil, fmt.Errorf("opencl: ICD folder: %w", err)
+		}
+	}
+	ds := s.unregistered()
+	for _, d := range ds {
+		if err := os.WriteFile(filepath.Join(dir, strings.ToLower(d.Vendor)+".icd"), []byte(d.Path+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("opencl: ICD folder: %w", err)
+		}
+	}
+	return ds, nil
 }
 
 // RegisterHint says how to register the drivers Unregistered finds, or is
@@ -116,10 +149,10 @@ func registerHint(ds []Driver) string {
 	for _, d := range ds {
 		fmt.Fprintf(&b, "    echo %s > /etc/OpenCL/vendors/%s.icd\n", d.Path, strings.ToLower(d.Vendor))
 	}
-	b.WriteString("or, without root, for this shell:\n    mkdir -p /tmp/icd && cp /etc/OpenCL/vendors/*.icd /tmp/icd/")
+	b.WriteString("or, without root, for this shell (generate devices --register /tmp/icd does the first two):\n    mkdir -p /tmp/icd && cp /etc/OpenCL/vendors/*.icd /tmp/icd/")
 	for _, d := range ds {
 		fmt.Fprintf(&b, " && echo %s > /tmp/icd/%s.icd", d.Path, strings.ToLower(d.Vendor))
 	}
-	b.WriteString(" && export OCL_ICD_VENDORS=/tmp/icd\n")
+	b.WriteString("\n    export OCL_ICD_VENDORS=/tmp/icd\n")
 	return b.String()
 }

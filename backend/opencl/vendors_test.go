@@ -47,6 +47,19 @@ func TestUnregistered(t *testing.T) {
 			t.Errorf("hint lacks %q:\n%s", w, hint)
 		}
 	}
+	// The registry folder keeps the loader's files and adds the drivers.
+	reg := filepath.Join(root, "reg")
+	if got, err := s.writeRegistry(reg); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("writeRegistry = %v, %v; want %v", got, err, want)
+	}
+	for name, text := range map[string]string{"pocl.icd": "libpocl.so.2\n", "nvidia.icd": nv + "\n", "amd.icd": amd + "\n"} {
+		if b, err := os.ReadFile(filepath.Join(reg, name)); err != nil || string(b) != text {
+			t.Errorf("%s: %q, %v; want %q", name, b, err, text)
+		}
+	}
+	if got := (driverSearch{drivers: drivers, libPath: s.libPath, vendors: reg}).unregistered(); len(got) != 0 {
+		t.Errorf("with the written folder as OCL_ICD_VENDORS: unregistered = %v", got)
+	}
 	mk("vendors/nvidia.icd", nv+"\n")
 	mk("vendors/amd.icd", "libamdocl64.so\n")
 	if got := s.unregistered(); len(got) != 0 {
