@@ -29,8 +29,8 @@ import (
 // Options selects the device.
 type Options struct {
 	// Device is "" for the first GPU (else the first device), a number for
-	// an index in Devices' order, or else a case-insensitive substring of
-	// the device name.
+	// an index in Devices' order, or else a device's ShortName ("pocl",
+	// "llvmpipe") or a case-insensitive substring of its name.
 	Device string
 }
 
