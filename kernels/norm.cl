@@ -8,7 +8,7 @@
 // (div_rn, quant.cl). A double sum of float squares is exact or within 2⁻⁵³
 // in any order, so the scale is the CPU backend's (and llama.cpp's) to the
 // bit. Where the device has no fp64 (cl_khr_fp64 is optional) the sum is a
-// float-float pair (fsum_add, quant.cl: the exact sum to about 2⁻⁴⁸), the
+// float-float pair (ff_add: the exact sum to about 2⁻⁴⁸), the
 // mean its quotient rounded once (ff_div) and sqrt correctly rounded
 // (sqrt_rn): the same float values but where the exact result lies within
 // a tiny fraction of an ulp of a rounding boundary. Every work-item of the
@@ -39,6 +39,23 @@ inline float rms_scale(local double* red, global const float* xr, int cols, floa
 }
 #else
 #define RMS_RED float2
+
+// ff_add adds c to the float-float pair a = (hi, lo), whose value is
+// hi + lo: Knuth's TwoSum finds the rounding error of hi + c exactly (IEEE
+// arithmetic, no contraction), and lo collects those errors.
+inline float2 ff_add(float2 a, float c) {
+#pragma OPENCL FP_CONTRACT OFF
+	float s = a.x + c;
+	float bp = s - a.x;
+	float e = (a.x - (s - bp)) + (c - bp);
+	return (float2)(s, a.y + e);
+}
+
+// ff_merge adds two pairs: TwoSum of the highs, the lows added.
+inline float2 ff_merge(float2 a, float2 b) {
+	float2 r = ff_add(a, b.x);
+	return (float2)(r.x, r.y + b.y);
+}
 
 // ff_div is the float nearest (s.x + s.y)/c for a float-float s: the
 // remainder of the rounded quotient q is exact (fma), and adding its share
@@ -71,13 +88,13 @@ inline float rms_scale(local float2* red, global const float* xr, int cols, floa
 	float2 s = 0.0f;
 	for (int k = lid; k < cols; k += ls) {
 		float sq = xr[k] * xr[k];
-		s = fsum_add(s, sq);
+		s = ff_add(s, sq);
 	}
 	red[lid] = s;
 	barrier(CLK_LOCAL_MEM_FENCE);
 	for (int h = ls / 2; h > 0; h >>= 1) {
 		if (lid < h)
-			red[lid] = fsum_merge(red[lid], red[lid + h]);
+			red[lid] = ff_merge(red[lid], red[lid + h]);
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
 	s = red[0];

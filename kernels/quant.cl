@@ -1019,9 +1019,9 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 		} else {                                                                               \
 			const int CU = max(S, UPB_##T), CB = CU / UPB_##T;                                 \
 			local int* my = li + r * CU * LREC;                                                \
-			float a[8], a2[8], am[8], sm = 0.0f;                                               \
+			float la[8], la2[8], lam[8], lsm = 0.0f;                                               \
 			_Pragma("unroll") for (int j = 0; j < 8; j++)                                      \
-				a[j] = a2[j] = am[j] = 0.0f;                                                   \
+				la[j] = la2[j] = lam[j] = 0.0f;                                                   \
 			for (int c0 = 0; c0 < U; c0 += CU) {                                               \
 				for (int i = lane; i < CU && c0 + i < U; i += S) {                             \
 					int u = c0 + i, xb = XBLK_##T(u);                                          \
@@ -1043,19 +1043,19 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 				/* passed the final if. */                                                     \
 				for (int j = 0; lane + j * S < 8; j++)                                         \
 					lanes_chain(LK_##T, UPB_##T, my, lane + j * S, b0, min(CB, nb - b0), nb,   \
-							&a[j], &a2[j], &am[j], &sm);                                        \
+							&la[j], &la2[j], &lam[j], &lsm);                                        \
 				barrier(CLK_LOCAL_MEM_FENCE);                                                  \
 			}                                                                                  \
-			/* my (≥ 2·LREC ints, as CU ≥ 2) takes the accumulators: a, a2, am, sm. */       \
+			/* my (≥ 2·LREC ints, as CU ≥ 2) takes the accumulators la, la2, lam, lsm. */       \
 			for (int j = 0; lane + j * S < 8; j++) {                                           \
 				int l = lane + j * S;                                                          \
-				my[l] = as_int(a[j]);                                                          \
-				my[8 + l] = as_int(a2[j]);                                                     \
+				my[l] = as_int(la[j]);                                                          \
+				my[8 + l] = as_int(la2[j]);                                                     \
 				if (l < 4)                                                                     \
-					my[16 + l] = as_int(am[j]);                                                \
+					my[16 + l] = as_int(lam[j]);                                                \
 			}                                                                                  \
 			if (lane == 0)                                                                     \
-				my[20] = as_int(sm);                                                           \
+				my[20] = as_int(lsm);                                                           \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
 			out = 0.0f;                                                                        \
 			if (lane == 0) {                                                                   \

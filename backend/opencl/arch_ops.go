@@ -181,6 +181,11 @@ func (b *Backend) sameRows(op string, n int, dst, a, c backend.Tensor) (d, at, c
 	if !b.begin(op) {
 		return nil, nil, nil, 0
 	}
+	return b.rowsOf(op, n, dst, a, c)
+}
+
+// rowsOf is sameRows' check, for an op that has begun.
+func (b *Backend) rowsOf(op string, n int, dst, a, c backend.Tensor) (d, at, ct *tensor, count int) {
 	d, at, ct = b.out(op, "dst", dst), b.own(op, "a", a), b.own(op, "b", c)
 	if d == nil || at == nil || ct == nil {
 		return nil, nil, nil, 0

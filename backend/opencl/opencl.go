@@ -167,6 +167,8 @@ func (b *Backend) made(k *kern) bool {
 // (a GPU's mv rounds as it reads, see weights.cl).
 type weightKernels struct {
 	mv, mm, mmc, embedding, quant, round *kern
+	// mvf is the block formats' fused decode matmul (fused.cl).
+	mvf *kern
 }
 
 // Backend runs ops on one OpenCL device.
@@ -197,6 +199,11 @@ type Backend struct {
 
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
+
+	// ch is the chain of ops held back to be fused (fuse.go); fuse, on by
+	// default, lets ops join it (tests turn it off to compare).
+	ch   chain
+	fuse bool
 
 	// attnScratch holds flash-decoding partials (see attendSplit), grown
 	// on demand; attnParts, when positive, forces the partition count
@@ -275,7 +282,7 @@ func open(d device, v variant) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true}
 	if err := b.init(v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
@@ -296,9 +303,12 @@ func (b *Backend) init(cpu bool) error {
 			q = "q"
 		}
 		sfx := q + "_" + wt.suffix
-		wk := weightKernels{mk("mv" + sfx), mk("mm" + sfx), mk("mmc" + sfx), mk("embedding_" + wt.suffix), quant[wt.dt.ActivationType()], nil}
+		wk := weightKernels{mv: mk("mv" + sfx), mm: mk("mm" + sfx), mmc: mk("mmc" + sfx), embedding: mk("embedding_" + wt.suffix), quant: quant[wt.dt.ActivationType()]}
 		if wt.dt == dtype.F16 || wt.dt == dtype.BF16 {
 			wk.round = mk("round_act_" + wt.suffix)
+		}
+		if wt.dt.Quantized() {
+			wk.mvf = mk("mvf_" + wt.suffix)
 		}
 		b.byType[wt.dt] = wk
 	}
@@ -323,7 +333,7 @@ func (b *Backend) init(cpu bool) error {
 	if !b.made(mv) || !b.made(mm) {
 		return b.err
 	}
-	b.mat = tune(cpu, mv, mm)
+	b.mat = tune(cpu, b.info.ComputeUnits, mv, mm)
 	if b.status, err = b.ctx.NewBuffer(8); err != nil {
 		return err
 	}
@@ -347,12 +357,14 @@ func (b *Backend) Info() DeviceInfo { return b.info }
 
 // Stats returns the traffic and launches since New or ResetStats.
 func (b *Backend) Stats() Stats {
+	b.flush()
 	to, from, l := b.q.Counters()
 	return Stats{ToDevice: to, FromDevice: from, Launches: l}
 }
 
 // ResetStats zeroes Stats and the kernel profile.
 func (b *Backend) ResetStats() {
+	b.flush()
 	b.q.ResetCounters()
 	b.profile = nil
 }
@@ -361,6 +373,7 @@ func (b *Backend) ResetStats() {
 // carries an event whose device time Sync adds to Profile; it costs a little
 // host time per launch.
 func (b *Backend) SetProfiling(on bool) {
+	b.flush()
 	if !on {
 		b.collect()
 	}
@@ -370,6 +383,7 @@ func (b *Backend) SetProfiling(on bool) {
 // Profile returns the accumulated device time per kernel, largest first,
 // after waiting for queued work.
 func (b *Backend) Profile() []KernelTime {
+	b.flush()
 	b.collect()
 	out := make([]KernelTime, 0, len(b.profile))
 	for _, kt := range b.profile {
@@ -419,8 +433,12 @@ func (b *Backend) fail(err error) {
 	}
 }
 
-// Err returns the first recorded error without waiting.
-func (b *Backend) Err() error { return b.err }
+// Err returns the first recorded error without waiting (after queueing
+// what the backend holds, whose launch may fail).
+func (b *Backend) Err() error {
+	b.flush()
+	return b.err
+}
 
 // Sync waits for queued work and returns the first error. Token ids out of
 // range in Embedding are found on the device and surface here.
@@ -428,6 +446,7 @@ func (b *Backend) Sync() error {
 	if b.closed {
 		return b.closedErr()
 	}
+	b.flush()
 	if err := b.q.Finish(); err != nil {
 		b.fail(err)
 	}

@@ -13,7 +13,18 @@ import (
 // package backend) and otherwise queues one kernel. Nothing here allocates
 // on the success path: error values are built only on failure.
 
+// begin starts an op that launches at once: what the backend holds (see
+// fuse.go) is launched first.
 func (b *Backend) begin(op string) bool {
+	if !b.beginHeld(op) {
+		return false
+	}
+	b.flush()
+	return true
+}
+
+// beginHeld starts an op that may join the held chain (fuse.go).
+func (b *Backend) beginHeld(op string) bool {
 	if b.closed {
 		b.fail(fmt.Errorf("opencl: %s: %w", op, errClosed))
 		return false
@@ -157,7 +168,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 // RMSNorm normalises the first n rows of x into dst, scaled by w.
 func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	const op = "RMSNorm"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -177,17 +188,27 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if n == 0 || !b.fits(op, "columns", cols) || !b.fits(op, "rows", rows) {
 		return
 	}
+	if n == 1 && wt.elems == cols && b.holdNorm(d, xt, wt, eps) {
+		return
+	}
+	b.flush()
+	b.launchRMSNorm(d, xt, wt, n, eps)
+}
+
+// launchRMSNorm queues rms_norm over n rows, each run of w's length of them
+// on its own.
+func (b *Backend) launchRMSNorm(d, x, w *tensor, n int, eps float32) {
 	k := b.rmsNorm
 	if !b.made(k) {
 		return
 	}
 	b.argMem(k, 0, d.mem)
-	b.argMem(k, 1, xt.mem)
-	b.argMem(k, 2, wt.mem)
-	b.argI32(k, 3, wt.elems)
+	b.argMem(k, 1, x.mem)
+	b.argMem(k, 2, w.mem)
+	b.argI32(k, 3, w.elems)
 	b.argF32(k, 4, eps)
-	b.argLocal(k, 5, 8*k.wg) // doubles where the device has fp64 (norm.cl)
-	b.launch(k, 2, [3]int{k.wg, rows, 1}, [3]int{k.wg, 1, 1})
+	b.argLocal(k, 5, 8*k.wg) // a double or a float-float pair per item (norm.cl)
+	b.launch(k, 2, [3]int{k.wg, n * (backend.Cols(x) / w.elems), 1}, [3]int{k.wg, 1, 1})
 }
 
 // RoPE rotates the heads of the first n rows of x in place, row i by the
@@ -270,10 +291,18 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 }
 
 // elementwise validates and launches a kernel over n rows of same-shaped
-// F32 tensors (dst first).
-func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor) {
-	d, at, ct, count := b.sameRows(op, n, dst, a, c)
-	if d == nil || !b.made(k) {
+// F32 tensors (dst first), unless hold (for one row) ends the held chain
+// with it (fuse.go).
+func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor, hold func(d, a, c *tensor) bool) {
+	if !b.beginHeld(op) {
+		return
+	}
+	d, at, ct, count := b.rowsOf(op, n, dst, a, c)
+	if d == nil || (n == 1 && hold(d, at, ct)) {
+		return
+	}
+	b.flush()
+	if !b.made(k) {
 		return
 	}
 	b.argMem(k, 0, d.mem)
@@ -285,12 +314,12 @@ func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tenso
 
 // SiLUMul computes dst = silu(gate)·up.
 func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
-	b.elementwise("SiLUMul", b.siluMul, n, dst, gate, up)
+	b.elementwise("SiLUMul", b.siluMul, n, dst, gate, up, b.holdSiLUMul)
 }
 
 // Add computes dst = a + b.
 func (b *Backend) Add(dst, a, c backend.Tensor, n int) {
-	b.elementwise("Add", b.add, n, dst, a, c)
+	b.elementwise("Add", b.add, n, dst, a, c, b.holdAdd)
 }
 
 // copyElems queues the copy kernel over 4-byte elements.
