@@ -15,7 +15,10 @@
 //   3. epilogue: each row's value to its matrix's output (d0, d1 or d2),
 //      and with MVF_ADD also added to res (the residual, res += d0: Add), or
 //      with MVF_SILU rows pair the first two matrices (gate and up, M0 = M1):
-//      d1 = up, d0 = silu(gate)·up (SiLUMul into the gate's tensor).
+//      d1 = up, d0 = silu(gate)·up (SiLUMul into the gate's tensor); with
+//      MVF_ROPE the rows of the matrices that ask are turned by RoPE (Q, K),
+//      and any matrix's rows may also be stored into a KV cache (K, V: the
+//      CopySlice append, rounded to f16 for an f16 cache).
 // The prologue is repeated by every group: it reads K floats where the
 // group reads R·K weights, and saves the launches (and the global round
 // trip) of RMSNorm and the activation quantiser.
@@ -27,6 +30,12 @@
 #define MVF_NORM 1
 #define MVF_ADD 2
 #define MVF_SILU 4
+#define MVF_ROPE 8
+#define MVF_NEOX 16
+#define MVF_FREQS 32
+#define MF_ROPE 1
+#define MF_STORE 2
+#define MF_F16 4
 
 // act16 is x[off…off+15] as the matmul sees it: normalised when norm
 // (RMSNorm's (x·scale)·g, norm.cl).
@@ -122,12 +131,37 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 	}
 }
 
+// mvf_out is a row's way out: to its matrix's output dst at oo and, where
+// mf has MF_STORE, to the cache c at element co + oo, rounded to f16 where
+// mf has MF_F16 (as CopySlice appends a row to the KV cache).
+inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo, float v) {
+	dst[oo] = v;
+	if (mf & MF_F16)
+		vstore_half_rte(v, co + oo, (global half*)c);
+	else if (mf & MF_STORE)
+		((global float*)c)[co + oo] = v;
+}
+
+// mvf_T's arguments beyond the activations: per matrix m its weights wm
+// (rows of rbm bytes), output dm, rows Mm, and how its rows leave (mfm:
+// MF_ROPE, MF_STORE, MF_F16) with the cache cm and offset com for a store;
+// then the common ones; with MVF_ROPE the rotation of the matrices whose mf
+// says MF_ROPE, heads of hd rows, the first dims of them turned (rope.cl)
+// at position pos[0], with freqScale and mscale (backend.Rope's FreqScale
+// and AttnFactor). A group then holds whole heads (the host makes R a
+// multiple of hd and every matrix before a rotated one whole heads): it
+// keeps its rows in ys until all are done, and turns them there.
+
 #define DEFINE_MVF_KERNEL(T, ROW)                                                              \
 	kernel void mvf_##T(global const float* x, global const float* g, global float* xn,        \
-			float eps, global const uchar* w0, ulong rb0, global float* d0, int M0,            \
-			global const uchar* w1, ulong rb1, global float* d1, int M1,                       \
-			global const uchar* w2, ulong rb2, global float* d2, int M2, int K, int S, int J,  \
-			int flags, global float* res, local char* xq, local float* xd, local int* li) {    \
+			float eps, global const uchar* w0, ulong rb0, global float* d0, int M0, int mf0,   \
+			global uchar* c0, ulong co0, global const uchar* w1, ulong rb1, global float* d1,  \
+			int M1, int mf1, global uchar* c1, ulong co1, global const uchar* w2, ulong rb2,   \
+			global float* d2, int M2, int mf2, global uchar* c2, ulong co2, int K, int S,      \
+			int J, int flags, global float* res, global const int* pos, float thetaScale,      \
+			global const float* freqs, int hd, int dims, float freqScale, float mscale,        \
+			local char* xq, local float* xd,                                                   \
+			local int* li, local float* ys) {                                                  \
 		int lid = get_local_id(0), L = get_local_size(0);                                      \
 		int r = lid / S, lane = lid - r * S;                                                   \
 		int norm = flags & MVF_NORM;                                                           \
@@ -141,13 +175,14 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 		/* One row per pass, so that the row's barriers are never inside a */             \
 		/* branch (PoCL 3.1 miscompiled that): with MVF_SILU, passes alternate the */      \
 		/* gate's row o and the up's. */                                                     \
-		const int silu = flags & MVF_SILU, rpp = L / S, m1 = M0, m2 = M0 + M1, mt = m2 + M2;   \
+		const int silu = flags & MVF_SILU, rope = flags & MVF_ROPE, rpp = L / S;               \
+		const int m1 = M0, m2 = M0 + M1, mt = m2 + M2, base = get_group_id(0) * J * rpp;       \
 		float vg = 0.0f;                                                                       \
 		for (int p = 0; p < (silu ? 2 * J : J); p++) {                                         \
-			int hf = silu ? p & 1 : 0;                                                       \
-			int o = (get_group_id(0) * J + (silu ? p >> 1 : p)) * rpp + r;                     \
+			int hf = silu ? p & 1 : 0;                                                         \
+			int i = (silu ? p >> 1 : p) * rpp + r, o = base + i;                               \
 			int oc = min(o, (silu ? M0 : mt) - 1);                                             \
-			int mi = silu ? hf : oc < m1 ? 0 : oc < m2 ? 1 : 2;                              \
+			int mi = silu ? hf : oc < m1 ? 0 : oc < m2 ? 1 : 2;                                \
 			int oo = silu ? oc : oc - (mi == 0 ? 0 : mi == 1 ? m1 : m2);                       \
 			int M = mi == 0 ? M0 : mi == 1 ? M1 : M2;                                          \
 			global const uchar* row = (mi == 0 ? w0 : mi == 1 ? w1 : w2) +                     \
@@ -161,11 +196,43 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 					d1[o] = v;                                                                 \
 					d0[o] = div_rn(vg, 1.0f + expf_ggml(-vg)) * v;                             \
 				}                                                                              \
+			} else if (lane == 0 && rope) {                                                    \
+				ys[i] = v;                                                                     \
 			} else if (lane == 0 && o < mt) {                                                  \
-				(mi == 0 ? d0 : mi == 1 ? d1 : d2)[oo] = v;                                    \
+				if (mi == 0)                                                                   \
+					mvf_out(d0, c0, co0, mf0, oo, v);                                          \
+				else if (mi == 1)                                                              \
+					mvf_out(d1, c1, co1, mf1, oo, v);                                          \
+				else                                                                           \
+					mvf_out(d2, c2, co2, mf2, oo, v);                                          \
 				if (flags & MVF_ADD)                                                           \
 					res[oo] = res[oo] + v;                                                     \
 			}                                                                                  \
+		}                                                                                      \
+		/* RoPE of the group's whole heads, as rope.cl turns them (the barrier */          \
+		/* unconditional: PoCL miscompiles a return before one). */                            \
+		barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+		for (int i = lid; rope && i < J * rpp && base + i < mt; i += L) {                      \
+			int o = base + i;                                                                  \
+			int mi = o < m1 ? 0 : o < m2 ? 1 : 2;                                              \
+			int oo = o - (mi == 0 ? 0 : mi == 1 ? m1 : m2);                                    \
+			int mf = mi == 0 ? mf0 : mi == 1 ? mf1 : mf2;                                      \
+			float v = ys[i];                                                                   \
+			int d = oo % hd;                                                                   \
+			if ((mf & MF_ROPE) && d < dims) {                                                  \
+				int h2 = dims / 2, hs = i - d;                                                 \
+				int j = flags & MVF_NEOX ? d % h2 : d / 2;                                     \
+				int a = flags & MVF_NEOX ? j : 2 * j, b = flags & MVF_NEOX ? j + h2 : 2 * j + 1; \
+				float2 t = rope_pair(ys[hs + a], ys[hs + b],                                   \
+						rope_cs(pos[0], j, thetaScale, freqs, flags & MVF_FREQS, freqScale, mscale)); \
+				v = d == a ? t.x : t.y;                                                        \
+			}                                                                                  \
+			if (mi == 0)                                                                       \
+				mvf_out(d0, c0, co0, mf0, oo, v);                                              \
+			else if (mi == 1)                                                                  \
+				mvf_out(d1, c1, co1, mf1, oo, v);                                              \
+			else                                                                               \
+				mvf_out(d2, c2, co2, mf2, oo, v);                                              \
 		}                                                                                      \
 	}
 

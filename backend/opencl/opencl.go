@@ -200,10 +200,11 @@ type Backend struct {
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
 
-	// ch is the chain of ops held back to be fused (fuse.go); fuse, on by
-	// default, lets ops join it (tests turn it off to compare).
-	ch   chain
-	fuse bool
+	// chains[:nchains] are the ops held back to be fused (fuse.go); fuse,
+	// on by default, lets ops be held (tests turn it off to compare).
+	chains  [2]chain
+	nchains int
+	fuse    bool
 
 	// attnScratch holds flash-decoding partials (see attendSplit), grown
 	// on demand; attnParts, when positive, forces the partition count

@@ -215,7 +215,7 @@ func (b *Backend) launchRMSNorm(d, x, w *tensor, n int, eps float32) {
 // position pos[i].
 func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tensor, r backend.Rope) {
 	const op = "RoPE"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	xt, pt := b.out(op, "x", x), b.own(op, "pos", pos)
@@ -256,9 +256,10 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			return
 		}
 	}
-	if n == 0 || !b.fits(op, "rows", n) {
+	if n == 0 || !b.fits(op, "rows", n) || (n == 1 && b.holdRoPE(xt, heads, headDim, pt, r, freqs)) {
 		return
 	}
+	b.flush()
 	k := b.rope
 	if !b.made(k) {
 		return
@@ -370,7 +371,7 @@ func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 // CopySlice copies count elements of src at srcOff to dst at dstOff.
 func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
 	const op = "CopySlice"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
@@ -394,9 +395,11 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		b.shape(op, "%d elements from src %v at %d to dst %v at %d are out of bounds", count, s, srcOff, d, dstOff)
 		return
 	}
-	if count > 0 && b.fits(op, "count", count) {
-		b.copyWith(k, d, dstOff, s, srcOff, count)
+	if count == 0 || !b.fits(op, "count", count) || b.holdStore(d, dstOff, s, srcOff, count) {
+		return
 	}
+	b.flush()
+	b.copyWith(k, d, dstOff, s, srcOff, count)
 }
 
 // Attention is attention of n query rows over the cache cells kv lets
