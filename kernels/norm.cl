@@ -18,6 +18,20 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define RMS_RED double
 
+inline double wg_sum_d(local double* red, double v) {
+	int lid = get_local_id(0);
+	red[lid] = v;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+		if (lid < s)
+			red[lid] += red[lid + s];
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	double r = red[0];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	return r;
+}
+
 inline float rms_scale(local double* red, global const float* xr, int cols, float eps) {
 	int lid = get_local_id(0), ls = get_local_size(0);
 	double s = 0.0;
@@ -25,15 +39,7 @@ inline float rms_scale(local double* red, global const float* xr, int cols, floa
 		float sq = xr[k] * xr[k];
 		s += sq;
 	}
-	red[lid] = s;
-	barrier(CLK_LOCAL_MEM_FENCE);
-	for (int h = ls / 2; h > 0; h >>= 1) {
-		if (lid < h)
-			red[lid] += red[lid + h];
-		barrier(CLK_LOCAL_MEM_FENCE);
-	}
-	s = red[0];
-	barrier(CLK_LOCAL_MEM_FENCE);
+	s = wg_sum_d(red, s);
 	float mean = (float)(s / cols);
 	return div_rn(1.0f, (float)sqrt((double)(mean + eps)));
 }
