@@ -9,8 +9,10 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/internal/fidelity"
 	"github.com/glint-llm/glint/kvcache"
 	"github.com/glint-llm/glint/layers"
@@ -134,23 +136,33 @@ func TestSequencesTogetherMatchAlone(t *testing.T) {
 	if len(models) == 0 {
 		t.Skip("no stories260K, llama3-small-Q4_0 or llama3-tiny-F16 record")
 	}
-	backends := map[string]func(t *testing.T) backend.Backend{
-		"cpu": func(t *testing.T) backend.Backend {
-			b := cpu.New(2)
-			t.Cleanup(func() { b.Close() })
-			return b
-		},
-		"opencl": func(t *testing.T) backend.Backend { return newOpenCL(t) },
-	}
-	for _, rec := range models {
-		for _, be := range []string{"cpu", "opencl"} {
-			for _, layout := range []kvcache.Layout{kvcache.Unified, kvcache.PerStream} {
-				t.Run(fmt.Sprintf("%s/%s/%v", rec.Model, be, layout), func(t *testing.T) {
-					testTogether(t, rec, backends[be](t), layout)
+	layouts := []kvcache.Layout{kvcache.Unified, kvcache.PerStream}
+	t.Run("cpu", func(t *testing.T) {
+		for _, rec := range models {
+			for _, layout := range layouts {
+				t.Run(fmt.Sprintf("%s/%v", rec.Model, layout), func(t *testing.T) {
+					b := cpu.New(2)
+					t.Cleanup(func() { b.Close() })
+					testTogether(t, rec, b, layout)
 				})
 			}
 		}
-	}
+	})
+	t.Run("opencl", func(t *testing.T) {
+		cltest.Run(t, func(t *testing.T, d opencl.DeviceInfo) {
+			for _, rec := range models {
+				for _, layout := range layouts {
+					// A second device checks its compiler on one case.
+					if cltest.Trim(t, d) && (rec.Model != "stories260K.gguf" || layout != kvcache.Unified) {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%v", rec.Model, layout), func(t *testing.T) {
+						testTogether(t, rec, cltest.New(t, d), layout)
+					})
+				}
+			}
+		})
+	})
 }
 
 func testTogether(t *testing.T, rec fidelity.Record, b backend.Backend, layout kvcache.Layout) {
@@ -196,88 +208,86 @@ func testTogether(t *testing.T, rec fidelity.Record, b backend.Backend, layout k
 // turned with its pair, rounded again, against one rounding), on the CPU
 // and OpenCL.
 func TestSeqShiftMatchesRecompute(t *testing.T) {
-	for _, tc := range []struct {
-		be string
-		ct dtype.Type
-	}{{"cpu", dtype.F32}, {"cpu", dtype.F16}, {"opencl", dtype.F32}, {"opencl", dtype.F16}} {
-		be := tc.be
-		t.Run(be+"/"+tc.ct.String(), func(t *testing.T) {
-			var b backend.Backend
-			if be == "cpu" {
-				b = cpu.New(2)
-				t.Cleanup(func() { b.Close() })
-			} else {
-				b = newOpenCL(t)
-			}
-			path := synthModel(t, "tiny", "F32") // Llama 3 RoPE: rope_freqs.weight
-			m := openSeqs(t, b, path, layers.Options{Context: 64, Seqs: 2, Layout: kvcache.PerStream, CacheK: tc.ct, CacheV: tc.ct})
-			if m.RopeFreqs == nil {
-				t.Fatal("the tiny shape has no rope_freqs")
-			}
-			toks := make([]int32, 21)
-			for i := range toks {
-				toks[i] = int32(3 + 11*i%500)
-			}
-			if err := m.Decode(engine.Batch(0, 0, toks[:20])); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.SeqRemove(0, 4, 9); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.SeqShift(0, 9, -1, -5); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Decode(engine.Batch(0, 15, toks[20:])); err != nil {
-				t.Fatal(err)
-			}
-			kept := append(append(slices.Clone(toks[:4]), toks[9:20]...), toks[20])
-			if err := m.Decode(engine.Batch(1, 0, kept)); err != nil {
-				t.Fatal(err)
-			}
-			keys := func(seq int) map[int32][]float32 {
-				c := m.Cache()
-				kc, _ := c.Layer(0)
-				row := c.KVHeads * c.HeadDim
-				all := make([]float32, c.Cells*row)
-				if err := b.ReadF32(kc, 0, all); err != nil {
-					t.Fatal(err)
-				}
-				out := map[int32][]float32{}
-				for j := range c.Cells {
-					if p, s := c.Cell(j); s&(1<<uint(seq)) != 0 {
-						out[p] = all[j*row : (j+1)*row]
-					}
-				}
-				return out
-			}
-			shifted, fresh := keys(0), keys(1)
-			if len(shifted) != 16 || len(fresh) != 16 {
-				t.Fatalf("%d and %d positions, want 16 each", len(shifted), len(fresh))
-			}
-			var worst float64
-			for p, want := range fresh {
-				got, ok := shifted[p]
-				if !ok {
-					t.Fatalf("position %d missing after the shift", p)
-				}
-				for i := range want {
-					d := math.Abs(float64(got[i] - want[i]))
-					tol := 1e-5
-					if tc.ct == dtype.F16 {
-						// A rotated value carries its pair's rounding: two
-						// f16 steps of the head's largest value bound it.
-						hd := m.Config().HeadDim
-						h := want[i/hd*hd : i/hd*hd+hd]
-						big := math.Abs(float64(slices.MaxFunc(h, func(a, b float32) int { return cmp.Compare(math.Abs(float64(a)), math.Abs(float64(b))) })))
-						tol = 2 * math.Ldexp(1, max(math.Ilogb(big), -14)-10)
-					}
-					if d > tol {
-						t.Fatalf("position %d element %d: shifted %v, recomputed %v (|Δ| %g > %g)", p, i, got[i], want[i], d, tol)
-					}
-					worst = math.Max(worst, d)
-				}
-			}
-			t.Logf("max |Δk| %.3g", worst)
+	for _, ct := range []dtype.Type{dtype.F32, dtype.F16} {
+		t.Run("cpu/"+ct.String(), func(t *testing.T) {
+			b := cpu.New(2)
+			t.Cleanup(func() { b.Close() })
+			testSeqShift(t, b, ct)
+		})
+		t.Run("opencl/"+ct.String(), func(t *testing.T) {
+			cltest.Run(t, func(t *testing.T, d opencl.DeviceInfo) { testSeqShift(t, cltest.New(t, d), ct) })
 		})
 	}
+}
+
+func testSeqShift(t *testing.T, b backend.Backend, ct dtype.Type) {
+	path := synthModel(t, "tiny", "F32") // Llama 3 RoPE: rope_freqs.weight
+	m := openSeqs(t, b, path, layers.Options{Context: 64, Seqs: 2, Layout: kvcache.PerStream, CacheK: ct, CacheV: ct})
+	if m.RopeFreqs == nil {
+		t.Fatal("the tiny shape has no rope_freqs")
+	}
+	toks := make([]int32, 21)
+	for i := range toks {
+		toks[i] = int32(3 + 11*i%500)
+	}
+	if err := m.Decode(engine.Batch(0, 0, toks[:20])); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SeqRemove(0, 4, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SeqShift(0, 9, -1, -5); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Decode(engine.Batch(0, 15, toks[20:])); err != nil {
+		t.Fatal(err)
+	}
+	kept := append(append(slices.Clone(toks[:4]), toks[9:20]...), toks[20])
+	if err := m.Decode(engine.Batch(1, 0, kept)); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(seq int) map[int32][]float32 {
+		c := m.Cache()
+		kc, _ := c.Layer(0)
+		row := c.KVHeads * c.HeadDim
+		all := make([]float32, c.Cells*row)
+		if err := b.ReadF32(kc, 0, all); err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32][]float32{}
+		for j := range c.Cells {
+			if p, s := c.Cell(j); s&(1<<uint(seq)) != 0 {
+				out[p] = all[j*row : (j+1)*row]
+			}
+		}
+		return out
+	}
+	shifted, fresh := keys(0), keys(1)
+	if len(shifted) != 16 || len(fresh) != 16 {
+		t.Fatalf("%d and %d positions, want 16 each", len(shifted), len(fresh))
+	}
+	var worst float64
+	for p, want := range fresh {
+		got, ok := shifted[p]
+		if !ok {
+			t.Fatalf("position %d missing after the shift", p)
+		}
+		for i := range want {
+			d := math.Abs(float64(got[i] - want[i]))
+			tol := 1e-5
+			if ct == dtype.F16 {
+				// A rotated value carries its pair's rounding: two
+				// f16 steps of the head's largest value bound it.
+				hd := m.Config().HeadDim
+				h := want[i/hd*hd : i/hd*hd+hd]
+				big := math.Abs(float64(slices.MaxFunc(h, func(a, b float32) int { return cmp.Compare(math.Abs(float64(a)), math.Abs(float64(b))) })))
+				tol = 2 * math.Ldexp(1, max(math.Ilogb(big), -14)-10)
+			}
+			if d > tol {
+				t.Fatalf("position %d element %d: shifted %v, recomputed %v (|Δ| %g > %g)", p, i, got[i], want[i], d, tol)
+			}
+			worst = math.Max(worst, d)
+		}
+	}
+	t.Logf("max |Δk| %.3g", worst)
 }

@@ -10,6 +10,9 @@ import (
 // attnLocal checks that the device has the attention kernels' local memory
 // for a head size (see attention.cl).
 func (b *Backend) attnLocal(op string, k *kern, headDim int) bool {
+	if !b.made(k) {
+		return false
+	}
 	L := k.wg
 	if local := 4 * (headDim + attChunk + max(L, headDim) + L); int64(local) > b.info.LocalMem {
 		b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, local, b.info.LocalMem)
@@ -117,7 +120,10 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 		b.attnScratch, b.attnScratchBytes = m, need
 	}
 
-	ks := b.attentionStats[kvIndex(kt)]
+	ks, km := b.attentionStats[kvIndex(kt)], b.attentionMerge
+	if !b.made(ks) || !b.made(km) {
+		return
+	}
 	b.argMem(ks, 0, b.attnScratch)
 	b.argMem(ks, 1, qt.mem)
 	b.argMem(ks, 2, kt.mem)
@@ -134,7 +140,6 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.setAttnLocal(kp, i, headDim)
 	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1})
 
-	km := b.attentionMerge
 	b.argMem(km, 0, ot.mem)
 	b.argMem(km, 1, b.attnScratch)
 	b.argI32(km, 2, parts)

@@ -13,7 +13,18 @@ import (
 // package backend) and otherwise queues one kernel. Nothing here allocates
 // on the success path: error values are built only on failure.
 
+// begin starts an op that launches at once: what the backend holds (see
+// fuse.go) is launched first.
 func (b *Backend) begin(op string) bool {
+	if !b.beginHeld(op) {
+		return false
+	}
+	b.flush()
+	return true
+}
+
+// beginHeld starts an op that may join the held chain (fuse.go).
+func (b *Backend) beginHeld(op string) bool {
 	if b.closed {
 		b.fail(fmt.Errorf("opencl: %s: %w", op, errClosed))
 		return false
@@ -138,6 +149,9 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 		return
 	}
 	k := wk.embedding
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, tb.mem)
 	b.argU64(k, 2, tb.bytes/max(vocab, 1))
@@ -154,7 +168,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 // RMSNorm normalises the first n rows of x into dst, scaled by w.
 func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	const op = "RMSNorm"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -174,21 +188,34 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if n == 0 || !b.fits(op, "columns", cols) || !b.fits(op, "rows", rows) {
 		return
 	}
+	if n == 1 && wt.elems == cols && b.holdNorm(d, xt, wt, eps) {
+		return
+	}
+	b.flush()
+	b.launchRMSNorm(d, xt, wt, n, eps)
+}
+
+// launchRMSNorm queues rms_norm over n rows, each run of w's length of them
+// on its own.
+func (b *Backend) launchRMSNorm(d, x, w *tensor, n int, eps float32) {
 	k := b.rmsNorm
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
-	b.argMem(k, 1, xt.mem)
-	b.argMem(k, 2, wt.mem)
-	b.argI32(k, 3, wt.elems)
+	b.argMem(k, 1, x.mem)
+	b.argMem(k, 2, w.mem)
+	b.argI32(k, 3, w.elems)
 	b.argF32(k, 4, eps)
-	b.argLocal(k, 5, 8*k.wg) // doubles where the device has fp64 (norm.cl)
-	b.launch(k, 2, [3]int{k.wg, rows, 1}, [3]int{k.wg, 1, 1})
+	b.argLocal(k, 5, 8*k.wg) // a double or a float-float pair per item (norm.cl)
+	b.launch(k, 2, [3]int{k.wg, n * (backend.Cols(x) / w.elems), 1}, [3]int{k.wg, 1, 1})
 }
 
 // RoPE rotates the heads of the first n rows of x in place, row i by the
 // position pos[i].
 func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tensor, r backend.Rope) {
 	const op = "RoPE"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	xt, pt := b.out(op, "x", x), b.own(op, "pos", pos)
@@ -229,10 +256,14 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			return
 		}
 	}
-	if n == 0 || !b.fits(op, "rows", n) {
+	if n == 0 || !b.fits(op, "rows", n) || (n == 1 && b.holdRoPE(xt, heads, headDim, pt, r, freqs)) {
 		return
 	}
+	b.flush()
 	k := b.rope
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, heads)
 	b.argI32(k, 2, headDim)
@@ -261,10 +292,18 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 }
 
 // elementwise validates and launches a kernel over n rows of same-shaped
-// F32 tensors (dst first).
-func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor) {
-	d, at, ct, count := b.sameRows(op, n, dst, a, c)
-	if d == nil {
+// F32 tensors (dst first), unless hold (for one row) ends the held chain
+// with it (fuse.go).
+func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor, hold func(d, a, c *tensor) bool) {
+	if !b.beginHeld(op) {
+		return
+	}
+	d, at, ct, count := b.rowsOf(op, n, dst, a, c)
+	if d == nil || (n == 1 && hold(d, at, ct)) {
+		return
+	}
+	b.flush()
+	if !b.made(k) {
 		return
 	}
 	b.argMem(k, 0, d.mem)
@@ -276,12 +315,12 @@ func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tenso
 
 // SiLUMul computes dst = silu(gate)·up.
 func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
-	b.elementwise("SiLUMul", b.siluMul, n, dst, gate, up)
+	b.elementwise("SiLUMul", b.siluMul, n, dst, gate, up, b.holdSiLUMul)
 }
 
 // Add computes dst = a + b.
 func (b *Backend) Add(dst, a, c backend.Tensor, n int) {
-	b.elementwise("Add", b.add, n, dst, a, c)
+	b.elementwise("Add", b.add, n, dst, a, c, b.holdAdd)
 }
 
 // copyElems queues the copy kernel over 4-byte elements.
@@ -292,6 +331,9 @@ func (b *Backend) copyElems(d *tensor, dstOff int, s *tensor, srcOff, count int)
 // copyWith queues one of the copy kernels (elementwise.cl), which share
 // their arguments: dst, dstOff, src, srcOff, count, offsets in elements.
 func (b *Backend) copyWith(k *kern, d *tensor, dstOff int, s *tensor, srcOff, count int) {
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argU64(k, 1, dstOff)
 	b.argMem(k, 2, s.mem)
@@ -329,7 +371,7 @@ func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 // CopySlice copies count elements of src at srcOff to dst at dstOff.
 func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
 	const op = "CopySlice"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
@@ -355,9 +397,11 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		b.shape(op, "%d elements from src %v at %d to dst %v at %d are out of bounds", count, s, srcOff, d, dstOff)
 		return
 	}
-	if count > 0 && b.fits(op, "count", count) {
-		b.copyWith(k, d, dstOff, s, srcOff, count)
+	if count == 0 || !b.fits(op, "count", count) || b.holdStore(d, dstOff, s, srcOff, count) {
+		return
 	}
+	b.flush()
+	b.copyWith(k, d, dstOff, s, srcOff, count)
 }
 
 // Attention is attention of n query rows over the cache cells kv lets
@@ -449,6 +493,9 @@ func (b *Backend) Softmax(x backend.Tensor, n int) {
 		return
 	}
 	k := b.softmax
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, cols)
 	b.argLocal(k, 2, 4*k.wg)
@@ -481,6 +528,9 @@ func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
 		return
 	}
 	k := b.argmax
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argI32(k, 2, cols)
