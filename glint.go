@@ -42,6 +42,9 @@ type Options struct {
 	// Seqs is the number of sequences (sessions) the KV cache holds at once
 	// (llama.cpp's --parallel; 0: 1).
 	Seqs int
+	// StepTokens is the most tokens one engine step feeds the model
+	// (llama.cpp's n_batch; 0: engine.StepTokens).
+	StepTokens int
 	// KVLayout is "unified" (the default: every sequence in one buffer,
 	// each may use every cell, a shared prefix is stored once) or
 	// "per-stream" (each sequence its own Context/Seqs cells).
@@ -119,6 +122,7 @@ func Open(path string, o Options) (*Model, error) {
 			return nil, err
 		}
 		m.Engine = engine.New(om)
+		m.Engine.SetStepTokens(o.StepTokens)
 		m.closers = append(m.closers, m.Engine.Close)
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(path)
 		m.eos = om.Info().EOS
@@ -183,6 +187,7 @@ func Open(path string, o Options) (*Model, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	m.Engine = engine.New(lm)
+	m.Engine.SetStepTokens(o.StepTokens)
 	m.closers = append(m.closers, m.Engine.Close)
 	m.Config = lm.Config()
 	m.LoadTime = time.Since(start)

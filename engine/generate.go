@@ -120,7 +120,7 @@ func (s *Session) Generate(ctx context.Context, prompt []int32, o Options) (tm T
 				}
 			}
 			id = o.Sampler.Sample(logits, s.history)
-			s.appendChosen(id)
+			s.Choose(id)
 		}
 		if o.Stop != nil && o.Stop(id) {
 			s.dropChosen()
@@ -154,14 +154,6 @@ func contextFull(tm *Timing, err error) error {
 		return nil
 	}
 	return err
-}
-
-// appendChosen appends a token the caller chose, to be fed with the next
-// step (as Next does with its own choice).
-func (s *Session) appendChosen(id int32) {
-	s.hasLogits, s.hasBest = false, false
-	s.pending = append(s.pending, id)
-	s.history = append(s.history, id)
 }
 
 // dropChosen takes back the token just chosen (a stop token).

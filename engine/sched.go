@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// StepTokens is the most tokens one scheduler step feeds the model
-// (llama.cpp's n_batch as its server uses it): every session's next token
-// first, then prompt chunks in the order they came.
+// StepTokens is the default of the most tokens one scheduler step feeds the
+// model (llama.cpp's n_batch as its server uses it): every session's next
+// token first, then prompt chunks in the order they came, so that a long
+// prompt shares its steps with the sessions decoding beside it.
 const StepTokens = 512
 
 // ErrClosed is returned by an Engine, and its sessions, once closed.
@@ -28,6 +30,8 @@ type Engine struct {
 	queue  []*request // requests with tokens left to feed, oldest first
 	closed bool
 	done   chan struct{}
+	// stepTokens is the step's budget (SetStepTokens); guarded by mu.
+	stepTokens int
 
 	// model serialises the model's use: a scheduler step, a sequence
 	// operation of a session; modelClosed (under it) refuses use after
@@ -42,6 +46,8 @@ type Engine struct {
 	backN   int
 	expired bool // the gather's time is up
 	grace   *time.Timer
+
+	steps, tokens atomic.Int64 // Stats
 
 	// Owned by the loop.
 	batch    []Item
@@ -91,7 +97,8 @@ type take struct {
 
 // New starts an engine over m, which it owns from now on (Close closes it).
 func New(m Model) *Engine {
-	e := &Engine{m: m, done: make(chan struct{}), best: make([]int32, m.MaxOutputs()), back: make([]bool, m.Seqs())}
+	e := &Engine{m: m, done: make(chan struct{}), best: make([]int32, m.MaxOutputs()), back: make([]bool, m.Seqs()),
+		stepTokens: StepTokens}
 	e.cond = sync.NewCond(&e.mu)
 	e.grace = time.AfterFunc(time.Hour, func() {
 		e.mu.Lock()
@@ -115,6 +122,29 @@ func (e *Engine) Context() int { return e.m.Context() }
 
 // Seqs is the most sessions open at once.
 func (e *Engine) Seqs() int { return e.m.Seqs() }
+
+// SetStepTokens sets the most tokens one step feeds (n ≤ 0: StepTokens).
+// Smaller steps bring the tokens of sessions decoding beside a long prompt
+// sooner, at some cost to the prompt's speed.
+func (e *Engine) SetStepTokens(n int) {
+	if n <= 0 {
+		n = StepTokens
+	}
+	e.mu.Lock()
+	e.stepTokens = n
+	e.mu.Unlock()
+}
+
+// Stats counts what the scheduler has run.
+type Stats struct {
+	Steps  int64 // Decode calls
+	Tokens int64 // tokens fed, prompts' and generated ones
+}
+
+// Stats says what the scheduler has run so far.
+func (e *Engine) Stats() Stats {
+	return Stats{Steps: e.steps.Load(), Tokens: e.tokens.Load()}
+}
 
 // Close stops the scheduler (requests still queued fail with ErrClosed)
 // and closes the model. Sessions must not be used afterwards.
@@ -282,10 +312,11 @@ func (e *Engine) takeOf(r *request) *take {
 
 // plan chooses this step's tokens: every request's last token first (the
 // decode steps of sessions generating), then chunks of the others in
-// queue order, up to StepTokens tokens and the model's outputs.
+// queue order, up to the step's budget of tokens and the model's outputs.
+// Under mu.
 func (e *Engine) plan() {
 	e.takes = e.takes[:0]
-	budget, outputs := StepTokens, e.m.MaxOutputs()
+	budget, outputs := e.stepTokens, e.m.MaxOutputs()
 	add := func(r *request, n int) {
 		last := r.fed+n == len(r.tokens)
 		out := last && r.want != 0
@@ -336,6 +367,8 @@ func (e *Engine) step() error {
 	if err != nil {
 		return err
 	}
+	e.steps.Add(1)
+	e.tokens.Add(int64(len(e.batch)))
 	argmax := false
 	for _, t := range e.takes {
 		argmax = argmax || t.output && t.r.want&wantArgmax != 0

@@ -72,8 +72,16 @@ func (s *Session) Seq() int { return s.seq }
 // Len is the number of tokens in the session (fed or about to be).
 func (s *Session) Len() int { return len(s.tokens) + len(s.pending) }
 
+// Fed is the number of the session's tokens in its KV cells: Len less the
+// tokens given or chosen but not fed yet.
+func (s *Session) Fed() int { return len(s.tokens) }
+
 // Tokens returns the session's tokens.
 func (s *Session) Tokens() []int32 { return append(slices.Clone(s.tokens), s.pending...) }
+
+// SetKeep changes the number of leading tokens a context shift keeps
+// (SessionOptions.Keep): a server's slot takes each request's own.
+func (s *Session) SetKeep(n int) { s.opts.Keep = max(n, 0) }
 
 // Shifts is the number of context shifts so far.
 func (s *Session) Shifts() int { return s.shifts }
@@ -126,12 +134,21 @@ func (s *Session) Next(ctx context.Context, smp *sample.Sampler) (int32, error) 
 		}
 		id = smp.Sample(s.logits, s.history)
 	}
-	s.appendChosen(id)
+	s.Choose(id)
 	return id, nil
 }
 
+// Choose appends id, a token the caller picked from Logits with a sampler
+// of its own, to be fed with the next step as Next does with its pick (so
+// that the last token of a generation costs no step).
+func (s *Session) Choose(id int32) {
+	s.hasLogits, s.hasBest = false, false
+	s.pending = append(s.pending, id)
+	s.history = append(s.history, id)
+}
+
 // Logits copies the last token's logits to dst (len Vocab), feeding what
-// is pending first; the caller then appends its choice with Prefill.
+// is pending first; the caller then appends its choice with Choose.
 func (s *Session) Logits(ctx context.Context, dst []float32) error {
 	if err := s.check(); err != nil {
 		return err

@@ -379,6 +379,87 @@ func TestStepsGatherSessions(t *testing.T) {
 	}
 }
 
+// A long prompt does not stall a session decoding beside it: it is fed in
+// chunks of the step's budget, each sharing its step with the other
+// session's token, which comes first. Stats count the steps and tokens.
+func TestLongPromptSharesSteps(t *testing.T) {
+	defer engine.SetGather(0)
+	g := &gated{Model: newCounter(64, 100, 3), started: make(chan int, 1), release: make(chan struct{})}
+	e := newEngine(t, g)
+	e.SetStepTokens(16)
+	step := func() int {
+		select {
+		case n := <-g.started:
+			g.release <- struct{}{}
+			return n
+		case <-time.After(20 * time.Second):
+			t.Fatal("no step for 20 s")
+			return 0
+		}
+	}
+	dec := newSession(t, e, engine.SessionOptions{})
+	go func() { step() }()
+	if err := dec.Prefill(t.Context(), []int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	blocker := newSession(t, e, engine.SessionOptions{})
+	done := make(chan error, 2)
+	go func() {
+		err := blocker.Prefill(t.Context(), []int32{9})
+		blocker.Close()
+		done <- err
+	}()
+	if n := <-g.started; n != 1 {
+		t.Fatalf("the blocker's step has %d tokens", n)
+	}
+	engine.SetGather(5 * time.Second)
+	long := newSession(t, e, engine.SessionOptions{})
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(1 + i%90)
+	}
+	go func() {
+		err := long.Prefill(t.Context(), prompt)
+		if err == nil && long.Fed() != len(prompt) {
+			err = fmt.Errorf("the long session fed %d tokens of %d", long.Fed(), len(prompt))
+		}
+		long.Close() // it will not ask again: no step waits for it
+		done <- err
+	}()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 10 { // the first token comes from the prefill: 9 steps
+			if _, err := dec.Next(t.Context(), nil); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	time.Sleep(50 * time.Millisecond) // let both queue behind the blocker
+	before := e.Stats()
+	g.release <- struct{}{}
+	var sizes []int
+	for total := 0; total < 9+len(prompt); {
+		n := step()
+		sizes = append(sizes, n)
+		total += n
+	}
+	wg.Wait()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 15 prompt tokens beside the decoding token, twice, then the last 10
+	// beside it; then the decoding session alone.
+	if want := []int{16, 16, 11, 1, 1, 1, 1, 1, 1}; !slices.Equal(sizes, want) {
+		t.Fatalf("steps of %v tokens, want %v", sizes, want)
+	}
+	after := e.Stats()
+	if d := (engine.Stats{Steps: after.Steps - before.Steps, Tokens: after.Tokens - before.Tokens}); d != (engine.Stats{Steps: 10, Tokens: 50}) {
+		t.Errorf("stats moved by %+v over the blocker's step and these, want 10 steps of 50 tokens", d)
+	}
+}
+
 // A decode step through a session allocates nothing: the request, its
 // channel and the model's buffers are reused (the session's token lists
 // grow by doubling, which AllocsPerRun's average rounds away).
