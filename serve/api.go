@@ -86,6 +86,7 @@ type genParams struct {
 	NPredict            *int      `json:"n_predict"`
 	Stop                *stopList `json:"stop"`
 	IgnoreEOS           *bool     `json:"ignore_eos"`
+	NKeep               *int      `json:"n_keep"`
 	N                   *int      `json:"n"`
 	PresencePenalty     *float64  `json:"presence_penalty"`
 	FrequencyPenalty    *float64  `json:"frequency_penalty"`
@@ -120,7 +121,7 @@ func inRange(name string, v *float64, lo, hi float64) error {
 // request turns the fields into a scheduler request (without its prompt),
 // with the server's defaults for what is absent.
 func (p *genParams) request(m *Model) (Request, error) {
-	r := Request{Sampling: m.Defaults, MaxTokens: -1}
+	r := Request{Sampling: m.Defaults, MaxTokens: -1, Keep: m.Keep}
 	for _, c := range []struct {
 		name   string
 		v      *float64
@@ -210,6 +211,12 @@ func (p *genParams) request(m *Model) (Request, error) {
 	}
 	if p.Stop != nil {
 		r.Stop = *p.Stop
+	}
+	if p.NKeep != nil {
+		if *p.NKeep < -1 {
+			return r, badRequest(`"n_keep": %d is below -1 (-1: the whole prompt)`, *p.NKeep)
+		}
+		r.Keep = *p.NKeep
 	}
 	r.IgnoreEOS = p.IgnoreEOS != nil && *p.IgnoreEOS
 	return r, nil

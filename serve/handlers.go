@@ -159,8 +159,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		// shutdown drain every generation.
 		cancel()
 		res := st.Wait()
-		rec.extra = fmt.Sprintf(" prompt=%d cached=%d gen=%d finish=%s slot=%d ttft=%.1fms",
-			res.PromptTokens, res.CachedTokens, res.CompletionTokens, res.Finish, res.Slot,
+		rec.extra = fmt.Sprintf(" prompt=%d cached=%d gen=%d finish=%s slot=%d shifts=%d ttft=%.1fms",
+			res.PromptTokens, res.CachedTokens, res.CompletionTokens, res.Finish, res.Slot, res.Shifts,
 			float64(res.TTFT.Microseconds())/1000)
 		if end != nil {
 			rec.extra += fmt.Sprintf(" ended=%q", end.Error())

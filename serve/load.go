@@ -8,7 +8,6 @@ import (
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/chattemplate"
-	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/sample"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -16,12 +15,19 @@ import (
 // LoadOptions say how Load opens a model for serving.
 type LoadOptions struct {
 	glint.Options
-	// Parallel is the number of slots (requests decoded at once); today's
-	// engine holds one sequence per loaded model, so the model is loaded
-	// Parallel times. 0 means 1.
+	// Parallel is the number of slots (requests decoded at once; 0 means
+	// 1): the model is loaded once with a KV cache of Parallel sequences,
+	// and the context (Options.Context, -c) is divided among them, each
+	// slot holding Context/Parallel tokens, as llama-server divides it.
 	Parallel int
 	// Queue is the most requests waiting for a slot; more get 503.
 	Queue int
+	// ContextShift: a slot whose context fills shifts it and goes on, as
+	// llama-server's default (SchedulerOptions.ContextShift).
+	ContextShift bool
+	// Keep is a request's n_keep when it gives none (llama-server's --keep):
+	// the prompt tokens after the BOS a context shift keeps; -1: all.
+	Keep int
 	// Template chooses the chat template (default: the model's own).
 	Template chattemplate.Choice
 	// TemplateKwargs are extra chat template variables.
@@ -52,28 +58,29 @@ type Model struct {
 	EndOfTurn []int32
 	Defaults  sample.Params
 	Seed      *uint64 // nil: a random seed per request
+	Keep      int     // a request's n_keep when it gives none
 	Sched     *Scheduler
 	// Info describes the loaded model in one line.
-	Info    string
-	closers []func() error
+	Info  string
+	model *glint.Model
 }
 
 // Close drains the scheduler (every queued and running request finishes)
-// and releases the models.
+// and releases the model.
 func (m *Model) Close() error {
 	if m.Sched != nil {
 		m.Sched.Close()
 	}
-	var errs []error
-	for _, c := range m.closers {
-		errs = append(errs, c())
+	if m.model == nil {
+		return nil
 	}
-	m.closers = nil
-	return errors.Join(errs...)
+	err := m.model.Close()
+	m.model = nil
+	return err
 }
 
-// Load opens path o.Parallel times (one slot each) with its tokenizer and
-// chat template.
+// Load opens path once, with a KV cache of o.Parallel sequences (one slot
+// each), its tokenizer and chat template.
 func Load(path string, o LoadOptions) (*Model, error) {
 	if o.Backend == "onnx" {
 		return nil, errors.New("serve: -b onnx is not supported (cpu or opencl)")
@@ -81,8 +88,7 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err // before the template's reading of it says the same less clearly
 	}
-	n := max(o.Parallel, 1)
-	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, Defaults: sample.Defaults(), Seed: o.Seed}
+	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, Defaults: sample.Defaults(), Seed: o.Seed, Keep: o.Keep}
 	if m.Name == "" {
 		m.Name = filepath.Base(path)
 	}
@@ -97,35 +103,25 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	if m.TemplateErr != nil && (o.Template.File != "" || o.Template.Builtin != "") {
 		return nil, m.TemplateErr // asked for and broken: say so now
 	}
-	sessions := make([]*engine.Session, n)
-	var isEOG func(int32) bool
-	var vocab, ctx int
-	for i := range sessions {
-		gm, err := glint.Open(path, o.Options)
-		if err != nil {
-			m.Close()
-			return nil, err
-		}
-		m.closers = append(m.closers, gm.Close)
-		if gm.Tokenizer == nil {
-			m.Close()
-			return nil, fmt.Errorf("%s has no tokenizer (%v), which the server needs", path, gm.TokenizerErr)
-		}
-		if i == 0 {
-			m.Tokenizer, m.Info, isEOG, vocab, ctx = gm.Tokenizer, gm.Info, gm.IsEOG, gm.Vocab(), gm.Context()
-		}
-		// The scheduler keeps each slot within its context itself.
-		if sessions[i], err = gm.NewSession(engine.SessionOptions{}); err != nil {
-			m.Close()
-			return nil, err
-		}
+	// Each slot its own share of the cells, as llama-server's n_ctx_slot:
+	// a per-stream cache, where a slot's rows also compute what they
+	// compute alone.
+	gopts := o.Options
+	gopts.Seqs, gopts.KVLayout = max(o.Parallel, 1), "per-stream"
+	if m.model, err = glint.Open(path, gopts); err != nil {
+		return nil, err
 	}
-	slots, err := newModelSlots(sessions, vocab, ctx)
+	if m.model.Tokenizer == nil {
+		m.Close()
+		return nil, fmt.Errorf("%s has no tokenizer (%v), which the server needs", path, m.model.TokenizerErr)
+	}
+	m.Tokenizer, m.Info = m.model.Tokenizer, m.model.Info
+	m.Sched, err = NewScheduler(m.model.Engine, m.Tokenizer, SchedulerOptions{Queue: o.Queue,
+		ContextShift: o.ContextShift, Trained: m.model.Config.Context, IsEOG: m.model.IsEOG})
 	if err != nil {
 		m.Close()
 		return nil, err
 	}
-	m.Sched = NewScheduler(slots, m.Tokenizer, isEOG, o.Queue)
 	m.EndOfTurn = chattemplate.EndOfTurn(m.Tokenizer, m.Chat)
 	return m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,9 @@ import (
 type Request struct {
 	Prompt   []int32
 	Sampling sample.Params
-	// MaxTokens is the most tokens generated; < 0: until the context is full.
+	// MaxTokens is the most tokens generated; < 0: no limit (until the
+	// context is full, or with context shift on until the prompt and reply
+	// reach the model's training context, as llama-server stops).
 	MaxTokens int
 	// Stop strings end the text (none of a stop string is sent).
 	Stop []string
@@ -26,6 +29,9 @@ type Request struct {
 	IgnoreEOS bool
 	// EndTokens end it too (a chat template's end of turn).
 	EndTokens []int32
+	// Keep is llama-server's n_keep: the prompt tokens after the BOS that a
+	// context shift keeps (-1: the whole prompt).
+	Keep int
 }
 
 // Finish reasons, as OpenAI names them.
@@ -36,10 +42,13 @@ const (
 
 // Result is what a finished generation did.
 type Result struct {
-	Finish           string // FinishStop or FinishLength
+	Finish string // FinishStop or FinishLength
+	// PromptTokens counts the prompt as it ran: one over a slot's context
+	// is cut first where context shift is on.
 	PromptTokens     int
 	CachedTokens     int // of the prompt, already in the slot's cache
 	CompletionTokens int // tokens chosen, counting an end-of-generation token as llama-server does
+	Shifts           int // context shifts on the way
 	Slot             int
 	TTFT, Elapsed    time.Duration
 }
@@ -52,46 +61,94 @@ var (
 	ErrBadRequest = errors.New("bad request")
 )
 
-// Scheduler runs requests on slots: it queues them (boundedly), gives each
-// a free slot — the one whose cached sequence shares the longest prefix
-// with the prompt, else the one idle longest — prefills what the slot's
-// cache lacks, and steps every busy slot together until each request ends.
-// A request joins at the next step. Text is decoded and stop strings are
-// matched here, so that every finish reason and token count is exact.
+// SchedulerOptions configure a Scheduler.
+type SchedulerOptions struct {
+	// Slots is the number of requests run at once, an engine session each
+	// (0: one per sequence of the engine).
+	Slots int
+	// Queue is the most requests waiting for a slot; more get ErrBusy.
+	Queue int
+	// ContextShift is llama-server's: a slot whose context is full keeps
+	// the BOS and the request's n_keep tokens, discards half of the rest
+	// and goes on (the engine's shift), and a prompt that does not fit is
+	// cut to fit. Off, a full context ends the generation (finish_reason
+	// length) and a prompt that does not fit is refused.
+	ContextShift bool
+	// Trained is the model's training context: with context shift on, a
+	// request without a token limit stops when its prompt and reply reach
+	// it, as llama-server's does (0: never).
+	Trained int
+	// IsEOG says which tokens end a generation.
+	IsEOG func(int32) bool
+}
+
+// minSlotContext is the least context a slot may have: a cut prompt keeps
+// up to 4 fewer tokens than the context, as llama-server's does.
+const minSlotContext = 8
+
+// Scheduler runs requests on slots, each an engine session: it queues them
+// (boundedly), gives each a free slot — the one whose cached tokens share
+// the longest prefix with the prompt, if it is most of them, else the one
+// idle longest — and runs it on its own goroutine: it cuts the slot's
+// session to the common prefix, prefills the rest and generates. The
+// engine's scheduler puts the steps of every running slot into one batch
+// (continuous batching: a request joins at the next step, and a long
+// prompt is fed in chunks that share their steps with the slots decoding).
+// Text is decoded and stop strings are matched here, so that every finish
+// reason and token count is exact.
 type Scheduler struct {
-	slots    Slots
-	tok      *tokenizer.Tokenizer
-	isEOG    func(int32) bool
-	maxQueue int
+	e     *engine.Engine
+	tok   *tokenizer.Tokenizer
+	o     SchedulerOptions
+	slots []*slot
 
 	mu      sync.Mutex
-	queue   []*job // submitted, not yet on a slot
+	cond    *sync.Cond // a request ended or left the queue (Close waits for the last)
+	queue   []*job     // submitted, not yet on a slot
 	running int
 	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
-
-	// Owned by the loop.
-	active  []*job    // per slot; nil: free
-	cached  [][]int32 // per slot: the ids its cache holds
-	lastUse []int64   // per slot: when it was last freed (a step count)
-	steps   int64
+	frees   int64 // slots freed so far: the clock of slot.lastUse
 }
 
-// NewScheduler starts a scheduler over slots; at most maxQueue requests
-// wait for a slot, more get ErrBusy. isEOG says which tokens end a
-// generation.
-func NewScheduler(slots Slots, tok *tokenizer.Tokenizer, isEOG func(int32) bool, maxQueue int) *Scheduler {
-	n := slots.Len()
-	s := &Scheduler{slots: slots, tok: tok, isEOG: isEOG, maxQueue: max(maxQueue, 0),
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		active: make([]*job, n), cached: make([][]int32, n), lastUse: make([]int64, n)}
-	go s.loop()
-	return s
+// slot is one session and what the scheduler knows of it.
+type slot struct {
+	id     int
+	sess   *engine.Session
+	logits []float32 // a sampled request's logits
+	// Under Scheduler.mu; read by the slot's job, which starts after they
+	// are written.
+	job     *job    // nil: free
+	cached  []int32 // the tokens in its cells when it was last freed
+	lastUse int64   // when it was last freed
 }
 
-// Context is the most tokens one request's prompt and reply hold.
-func (s *Scheduler) Context() int { return s.slots.Context() }
+// NewScheduler opens o.Slots sessions on e and starts serving them.
+func NewScheduler(e *engine.Engine, tok *tokenizer.Tokenizer, o SchedulerOptions) (*Scheduler, error) {
+	if o.Slots <= 0 {
+		o.Slots = e.Seqs()
+	}
+	if o.IsEOG == nil {
+		o.IsEOG = tok.IsEOG
+	}
+	o.Queue = max(o.Queue, 0)
+	if e.Context() < minSlotContext {
+		return nil, fmt.Errorf("serve: a slot's context of %d tokens is too small (want at least %d: raise -c or lower --parallel)", e.Context(), minSlotContext)
+	}
+	s := &Scheduler{e: e, tok: tok, o: o}
+	s.cond = sync.NewCond(&s.mu)
+	for i := range o.Slots {
+		sess, err := e.NewSession(engine.SessionOptions{ContextShift: o.ContextShift})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("serve: slot %d: %w", i, err)
+		}
+		s.slots = append(s.slots, &slot{id: i, sess: sess})
+	}
+	return s, nil
+}
+
+// Context is the most tokens one slot holds: its prompt and reply.
+func (s *Scheduler) Context() int { return s.e.Context() }
 
 // Status counts the slots and the queue.
 type Status struct {
@@ -102,130 +159,128 @@ type Status struct {
 func (s *Scheduler) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Status{Slots: s.slots.Len(), Processing: s.running, Queued: len(s.queue)}
+	return Status{Slots: len(s.slots), Processing: s.running, Queued: len(s.queue)}
 }
 
 // Submit queues r. The generation runs until it ends or ctx is cancelled
-// (the client went away), which frees its slot at the next step.
+// (the client went away), which frees its slot at the next step — or takes
+// it out of the queue at once.
 func (s *Scheduler) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if len(r.Prompt) == 0 {
 		return nil, fmt.Errorf("%w: the prompt is empty", ErrBadRequest)
 	}
-	if len(r.Prompt) > s.Context() {
-		return nil, fmt.Errorf("%w: the prompt of %d tokens does not fit the context of %d tokens", ErrBadRequest, len(r.Prompt), s.Context())
-	}
 	for _, id := range r.Prompt {
-		if id < 0 || int(id) >= s.slots.Vocab() {
-			return nil, fmt.Errorf("%w: token id %d is outside the vocabulary of %d", ErrBadRequest, id, s.slots.Vocab())
+		if id < 0 || int(id) >= s.e.Vocab() {
+			return nil, fmt.Errorf("%w: token id %d is outside the vocabulary of %d", ErrBadRequest, id, s.e.Vocab())
 		}
 	}
-	j := &job{ctx: ctx, req: r, out: newStream(), submitted: time.Now()}
+	// llama-server's n_keep: -1 is the whole prompt, and at most the context
+	// less 4 (room for what follows).
+	n := s.Context()
+	keep := r.Keep
+	if keep < 0 {
+		keep = len(r.Prompt)
+	}
+	keep = min(keep, n-4)
+	if len(r.Prompt) >= n {
+		if !s.o.ContextShift {
+			return nil, fmt.Errorf("%w: the prompt of %d tokens does not fit the context of %d tokens (a slot's share of -c; context shift is off)", ErrBadRequest, len(r.Prompt), n)
+		}
+		r.Prompt = cutPrompt(r.Prompt, keep, n)
+	}
+	j := &job{ctx: ctx, req: r, keep: keep, out: newStream(), submitted: time.Now()}
 	s.mu.Lock()
 	switch {
 	case s.closed:
 		s.mu.Unlock()
 		return nil, ErrClosed
-	case s.running+len(s.queue) >= s.slots.Len()+s.maxQueue:
+	case s.running+len(s.queue) >= len(s.slots)+s.o.Queue:
 		s.mu.Unlock()
 		return nil, ErrBusy
 	}
 	s.queue = append(s.queue, j)
+	s.admit()
 	s.mu.Unlock()
-	s.poke()
+	context.AfterFunc(ctx, func() { s.leave(j) })
 	return j.out, nil
 }
 
+// cutPrompt is llama-server's cut of a prompt that does not fit a slot's
+// context n: its first keep tokens, then whole blocks of half the rest of
+// the context dropped, so that what is left fits.
+func cutPrompt(p []int32, keep, n int) []int32 {
+	block := (n - keep) / 2
+	erased := (len(p) - keep - block) / block
+	return append(slices.Clone(p[:keep]), p[keep+erased*block:]...)
+}
+
 // Close stops taking requests, lets the queued and running ones finish,
-// and returns when the last has.
+// and returns when the last has; then it closes the slots' sessions.
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
+	for s.running > 0 || len(s.queue) > 0 {
+		s.cond.Wait()
+	}
 	s.mu.Unlock()
-	s.poke()
-	<-s.done
-}
-
-func (s *Scheduler) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	for _, sl := range s.slots {
+		sl.sess.Close()
 	}
 }
 
-func (s *Scheduler) loop() {
-	defer close(s.done)
-	for {
-		s.admit()
-		if s.idle() {
-			s.mu.Lock()
-			exit := s.closed && len(s.queue) == 0
-			s.mu.Unlock()
-			if exit {
-				return
-			}
-			<-s.wake
-			continue
-		}
-		s.step()
-	}
-}
-
-func (s *Scheduler) idle() bool {
-	for _, j := range s.active {
-		if j != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// admit drops the queued requests whose clients left and puts the first
-// waiting ones on free slots.
+// admit puts the first waiting requests on free slots; under mu.
 func (s *Scheduler) admit() {
-	s.mu.Lock()
-	var started []*job
-	q := s.queue[:0]
-	for _, j := range s.queue {
-		if j.ctx.Err() != nil {
-			j.out.finish(Result{}, j.ctx.Err())
-			continue
+	for len(s.queue) > 0 {
+		sl := s.pickSlot(s.queue[0].req.Prompt)
+		if sl == nil {
+			return
 		}
-		slot := s.pickSlot(j.req.Prompt)
-		if slot < 0 {
-			q = append(q, j)
-			continue
-		}
-		j.slot = slot
-		s.active[slot] = j
+		j := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		sl.job, j.slot = j, sl
 		s.running++
-		started = append(started, j)
-	}
-	clear(s.queue[len(q):])
-	s.queue = q
-	s.mu.Unlock()
-
-	for _, j := range started {
-		p := j.req.Prompt
-		// At least the prompt's last token is fed again, for its logits.
-		keep := min(commonPrefix(s.cached[j.slot], p), len(p)-1)
-		kept := s.slots.Keep(j.slot, keep)
-		s.cached[j.slot] = s.cached[j.slot][:kept]
-		j.start(s, p[kept:], kept)
+		go s.run(j)
 	}
 }
 
-// pickSlot chooses the free slot whose cache shares the longest prefix with
-// prompt, the longest idle among equals; -1 when none is free.
-func (s *Scheduler) pickSlot(prompt []int32) int {
-	best, bestLen := -1, -1
-	for i, j := range s.active {
-		if j != nil {
+// leave takes j out of the queue when its client has gone before it got a
+// slot.
+func (s *Scheduler) leave(j *job) {
+	s.mu.Lock()
+	i := slices.Index(s.queue, j)
+	if i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+	if i >= 0 {
+		j.out.finish(Result{PromptTokens: len(j.req.Prompt)}, j.ctx.Err())
+	}
+}
+
+// pickSlot chooses a free slot as llama-server does: the one whose cached
+// tokens share the longest prefix with prompt, when that prefix is more
+// than half of them (its --slot-prompt-similarity 0.5, over the common
+// prefix: the part a slot keeps), else the one idle longest, so that an
+// unrelated prompt leaves the best caches alone; nil when none is free.
+// Under mu.
+func (s *Scheduler) pickSlot(prompt []int32) *slot {
+	var best, lru *slot
+	bestLen := 0
+	for _, sl := range s.slots {
+		if sl.job != nil {
 			continue
 		}
-		n := commonPrefix(s.cached[i], prompt)
-		if n > bestLen || n == bestLen && s.lastUse[i] < s.lastUse[best] {
-			best, bestLen = i, n
+		if lru == nil || sl.lastUse < lru.lastUse {
+			lru = sl
 		}
+		if n := commonPrefix(sl.cached, prompt); n > bestLen && 2*n > len(sl.cached) {
+			best, bestLen = sl, n
+		}
+	}
+	if best == nil {
+		return lru
 	}
 	return best
 }
@@ -238,59 +293,80 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// step feeds every busy slot (a prompt, or its last token), then chooses
-// each one's next token.
-func (s *Scheduler) step() {
-	var work []Work
-	for slot, j := range s.active {
-		if j == nil {
-			continue
-		}
-		if err := j.ctx.Err(); err != nil {
-			s.free(j, err)
-			continue
-		}
-		work = append(work, Work{Slot: slot, Tokens: j.feed})
+// run generates j on its slot, then frees the slot and ends j, in that
+// order: a client told its request ended may send the next at once.
+func (s *Scheduler) run(j *job) {
+	sl := j.slot
+	err := s.generate(j, sl)
+	if err != nil && j.ctx.Err() == nil {
+		// A fault, not a client gone: the slot's cells are in doubt.
+		sl.sess.Truncate(0)
 	}
-	if len(work) == 0 {
-		return
-	}
-	if err := s.slots.Step(work); err != nil {
-		// The caches of these slots are in doubt: empty them.
-		for _, w := range work {
-			s.slots.Keep(w.Slot, 0)
-			s.cached[w.Slot] = s.cached[w.Slot][:0]
-			s.free(s.active[w.Slot], err)
+	cached := sl.sess.Tokens()[:sl.sess.Fed()]
+	s.mu.Lock()
+	s.frees++
+	sl.job, sl.cached, sl.lastUse = nil, cached, s.frees
+	s.running--
+	s.admit()
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	j.end(err)
+}
+
+// generate runs j's prompt and generation on its slot's session.
+func (s *Scheduler) generate(j *job, sl *slot) error {
+	sess, p := sl.sess, j.req.Prompt
+	// At least the prompt's last token is fed again, for its logits.
+	keep := min(commonPrefix(sl.cached, p), len(p)-1)
+	if err := sess.Truncate(keep); err != nil {
+		if err := sess.Truncate(0); err != nil {
+			return err
 		}
-		return
+		keep = 0
 	}
-	s.steps++
-	for _, w := range work {
-		s.cached[w.Slot] = append(s.cached[w.Slot], w.Tokens...)
-		j := s.active[w.Slot]
-		id, err := s.slots.Sample(w.Slot, j.sampler, j.history)
+	j.start(s, sess.Fed())
+	bos := 0
+	if s.tok.AddBOS() {
+		bos = 1
+	}
+	sess.SetKeep(j.keep + bos)
+	shifts := sess.Shifts()
+	defer func() { j.res.Shifts = sess.Shifts() - shifts }()
+	if err := sess.Prefill(j.ctx, p[keep:]); err != nil {
+		return err
+	}
+	for {
+		id, err := s.choose(j, sl)
+		if errors.Is(err, engine.ErrContextFull) {
+			// The token chosen last has no cell: context shift is off.
+			j.res.Finish = FinishLength
+			return nil
+		}
 		if err != nil {
-			s.free(j, err)
-			continue
+			return err
 		}
-		// A token the cache has no room for cannot be continued from.
-		room := len(s.cached[w.Slot])+1 <= s.slots.Context()
-		if done := j.accept(id, room); done {
-			s.free(j, nil)
+		if j.accept(id) {
+			return nil
 		}
 	}
 }
 
-// free frees j's slot and ends j with err (nil: its result), in that order:
-// a client told its request ended may send the next at once.
-func (s *Scheduler) free(j *job, err error) {
-	s.steps++
-	s.lastUse[j.slot] = s.steps
-	s.mu.Lock()
-	s.active[j.slot] = nil
-	s.running--
-	s.mu.Unlock()
-	j.end(err)
+// choose picks the next token as engine.Generate does — the device's
+// argmax for a greedy request, so that it gives the CLI's tokens, else the
+// request's sampler over the logits and its own history.
+func (s *Scheduler) choose(j *job, sl *slot) (int32, error) {
+	if j.sampler.Greedy() {
+		return sl.sess.Next(j.ctx, nil)
+	}
+	if sl.logits == nil {
+		sl.logits = make([]float32, s.e.Vocab())
+	}
+	if err := sl.sess.Logits(j.ctx, sl.logits); err != nil {
+		return 0, err
+	}
+	id := j.sampler.Sample(sl.logits, j.history)
+	sl.sess.Choose(id)
+	return id, nil
 }
 
 // job is one request on a slot: its sampler, the text decoded so far and
@@ -298,13 +374,14 @@ func (s *Scheduler) free(j *job, err error) {
 type job struct {
 	ctx       context.Context
 	req       Request
+	keep      int // n_keep, resolved
 	out       *Stream
 	submitted time.Time
 
-	slot    int
+	slot    *slot
 	sampler *sample.Sampler
+	limit   int     // the most tokens to generate; < 0: none
 	history []int32 // prompt and generated ids, for the repetition penalty
-	feed    []int32 // what the next step feeds
 	dec     *tokenizer.StreamDecoder
 	stops   *engine.StopStrings
 	isEnd   func(int32) bool
@@ -312,27 +389,30 @@ type job struct {
 	first   time.Time
 }
 
-func (j *job) start(s *Scheduler, feed []int32, cached int) {
+func (j *job) start(s *Scheduler, cached int) {
 	r := j.req
-	j.sampler = sample.New(r.Sampling, s.slots.Vocab())
+	j.sampler = sample.New(r.Sampling, s.e.Vocab())
 	j.history = append(make([]int32, 0, len(r.Prompt)+64), r.Prompt...)
-	j.feed = feed
 	j.dec = s.tok.NewStreamDecoder()
 	j.stops = engine.NewStopStrings(r.Stop)
-	j.res = Result{PromptTokens: len(r.Prompt), CachedTokens: cached, Slot: j.slot}
+	j.res = Result{PromptTokens: len(r.Prompt), CachedTokens: cached, Slot: j.slot.id}
+	j.limit = r.MaxTokens
+	if j.limit < 0 && s.o.ContextShift && s.o.Trained > 0 {
+		j.limit = max(s.o.Trained-len(r.Prompt), 1)
+	}
 	j.isEnd = func(id int32) bool { return false }
 	if !r.IgnoreEOS {
 		end := map[int32]bool{}
 		for _, id := range r.EndTokens {
 			end[id] = true
 		}
-		j.isEnd = func(id int32) bool { return s.isEOG(id) || end[id] }
+		j.isEnd = func(id int32) bool { return s.o.IsEOG(id) || end[id] }
 	}
 }
 
-// accept takes the chosen token; room says the cache could feed it. It
-// reports whether the generation is over.
-func (j *job) accept(id int32, room bool) bool {
+// accept takes the chosen token and reports whether the generation is
+// over.
+func (j *job) accept(id int32) bool {
 	if j.res.CompletionTokens == 0 {
 		j.first = time.Now()
 	}
@@ -347,12 +427,11 @@ func (j *job) accept(id int32, room bool) bool {
 		j.res.Finish = FinishStop
 		return true
 	}
-	if !room || j.req.MaxTokens >= 0 && j.res.CompletionTokens >= j.req.MaxTokens {
+	if j.limit >= 0 && j.res.CompletionTokens >= j.limit {
 		j.res.Finish = FinishLength
 		return true
 	}
 	j.history = append(j.history, id)
-	j.feed = j.history[len(j.history)-1:]
 	return false
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/chattemplate"
 	"github.com/glint-llm/glint/engine"
@@ -63,9 +65,13 @@ type testServer struct {
 	client openai.Client
 }
 
+// load serves path with the test's glint options (keeping lo's step budget
+// and backend wrapper).
 func load(t *testing.T, path string, lo LoadOptions) *Model {
 	t.Helper()
-	lo.Options = glintOpts
+	o := glintOpts
+	o.StepTokens, o.Wrap = lo.StepTokens, lo.Wrap
+	lo.Options = o
 	m, err := Load(path, lo)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +134,14 @@ func postErr(url, body string) (int, []byte, error) {
 // decoded as the CLI decodes it; n tokens, end-of-generation ignored.
 func reference(t *testing.T, path string, prompt []int32, n int) string {
 	t.Helper()
-	m, err := glint.Open(path, glintOpts)
+	return referenceWith(t, path, glintOpts, engine.SessionOptions{}, prompt, n)
+}
+
+// referenceWith is reference on a model opened with o, in a session with
+// so (context shift).
+func referenceWith(t *testing.T, path string, o glint.Options, so engine.SessionOptions, prompt []int32, n int) string {
+	t.Helper()
+	m, err := glint.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +149,7 @@ func reference(t *testing.T, path string, prompt []int32, n int) string {
 	dec := m.Tokenizer.NewStreamDecoder()
 	var b strings.Builder
 	_, err = engine.Generate(t.Context(), m.Engine, prompt, engine.Options{MaxTokens: n, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()),
-		OnToken: func(id int32) error { b.WriteString(dec.Add(id)); return nil }})
+		OnToken: func(id int32) error { b.WriteString(dec.Add(id)); return nil }, Session: so})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,95 +366,147 @@ func TestChatGreedy(t *testing.T) {
 	}
 }
 
-// TestConcurrentEqualsSolo: requests decoded at once on several slots, and
-// more than there are slots (they queue), each give the text they give
-// alone — greedy and seeded sampling alike.
+// TestConcurrentEqualsSolo: eight greedy requests at once on four slots of
+// one model (so some queue), decoded in shared batches and their prompts
+// fed in chunks of 8 tokens beside the others' decoding, each give the
+// text they give alone, which is the CLI's. Two seeded sampled requests
+// run among them to their full length through the sampler's path (their
+// text is not compared: a float model's batched logits differ from a lone
+// step's in the last bits, which may move a sample, not a greedy choice).
 func TestConcurrentEqualsSolo(t *testing.T) {
 	path := stories(t)
-	ts := start(t, load(t, path, LoadOptions{Parallel: 3, Queue: 8}), Options{})
+	m := load(t, path, LoadOptions{Parallel: 4, Queue: 8, Options: glint.Options{StepTokens: 8}})
+	if st := m.Sched.Status(); st.Slots != 4 || m.Sched.e.Seqs() != 4 || m.Sched.Context() != testCtx/4 {
+		t.Fatalf("%d slots on an engine of %d sequences of %d tokens, want 4 of %d", st.Slots, m.Sched.e.Seqs(), m.Sched.Context(), testCtx/4)
+	}
+	ts := start(t, m, Options{})
 	type req struct {
-		p    openai.CompletionNewParams
-		opts []option.RequestOption
+		p       openai.CompletionNewParams
+		sampled bool
 	}
 	var reqs []req
-	for i, prompt := range []string{"Once upon a time", "The dog", "Lily had a red ball", "One day", "Tom was sad", "The sun"} {
-		p := completionParams(prompt, int64(24+8*i))
-		opts := greedy
-		if i%2 == 1 { // sampled, with a seed
-			p.Temperature = openai.Float(0.9)
-			p.Seed = openai.Int(int64(100 + i))
-			opts = nil
+	prompts := []string{"Once upon a time", "The dog", "Lily had a red ball and she liked to play with it in the park",
+		"One day", "Tom was sad because his big toy car was broken", "The sun", "Mom and dad went to the big shop in the town",
+		"A bird", "Sue saw a cat", "The boy ran"}
+	for i, prompt := range prompts {
+		r := req{p: completionParams(prompt, int64(24+6*i)), sampled: i >= 8}
+		if r.sampled {
+			r.p.Temperature = openai.Float(0.9)
+			r.p.Seed = openai.Int(int64(100 + i))
 		}
-		reqs = append(reqs, req{p, opts})
+		reqs = append(reqs, r)
+	}
+	complete := func(r req, streamed bool) (string, int64, error) {
+		if streamed {
+			text, _, u, err := streamCompletionErr(ts, r.p, greedy...)
+			return text, u.CompletionTokens, err
+		}
+		c, err := ts.client.Completions.New(context.Background(), r.p, greedy...)
+		if err != nil {
+			return "", 0, err
+		}
+		return c.Choices[0].Text, c.Usage.CompletionTokens, nil
 	}
 	solo := make([]string, len(reqs))
 	for i, r := range reqs {
-		got, err := ts.client.Completions.New(context.Background(), r.p, r.opts...)
-		if err != nil {
+		var err error
+		if solo[i], _, err = complete(r, false); err != nil {
 			t.Fatal(err)
 		}
-		solo[i] = got.Choices[0].Text
-	}
-	if want := reference(t, path, ts.m.Tokenizer.Encode("Once upon a time", true), 24); solo[0] != want {
-		t.Fatalf("solo greedy %q, the CLI's %q", solo[0], want)
+		if r.sampled {
+			continue
+		}
+		if want := reference(t, path, ts.m.Tokenizer.Encode(prompts[i], true), int(r.p.MaxTokens.Value)); solo[i] != want {
+			t.Fatalf("%q: solo %q, the CLI's %q", prompts[i], solo[i], want)
+		}
 	}
 	var wg sync.WaitGroup
 	got := make([]string, len(reqs))
+	n := make([]int64, len(reqs))
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
-		wg.Go(func() {
-			if i%3 == 2 {
-				got[i], _, _, errs[i] = streamCompletionErr(ts, r.p, r.opts...)
-				return
-			}
-			c, err := ts.client.Completions.New(context.Background(), r.p, r.opts...)
-			if errs[i] = err; err == nil {
-				got[i] = c.Choices[0].Text
-			}
-		})
+		wg.Go(func() { got[i], n[i], errs[i] = complete(r, i%3 == 2) })
 	}
 	wg.Wait()
-	for i := range reqs {
-		if errs[i] != nil {
+	for i, r := range reqs {
+		switch {
+		case errs[i] != nil:
 			t.Errorf("request %d: %v", i, errs[i])
-		} else if got[i] != solo[i] {
+		case n[i] != r.p.MaxTokens.Value:
+			t.Errorf("request %d: %d tokens, want %d", i, n[i], r.p.MaxTokens.Value)
+		case !r.sampled && got[i] != solo[i]:
 			t.Errorf("request %d concurrent:\n%q\nsolo:\n%q", i, got[i], solo[i])
 		}
 	}
 }
 
-// TestPrefixReuse: a prompt that extends what a slot holds prefills only
-// the new tokens, and continues as a fresh prefill of the whole prompt.
+// logValues are the values of key (slot, cached, shifts, …) in the
+// server's request lines, in the order the requests ended.
+func logValues(t *testing.T, log, key string) []int {
+	t.Helper()
+	var out []int
+	for _, l := range strings.Split(log, "\n") {
+		k := strings.Index(l, " "+key+"=")
+		if k < 0 {
+			continue
+		}
+		var v int
+		if _, err := fmt.Sscan(l[k+len(key)+2:], &v); err != nil {
+			t.Fatalf("log line %q: %s: %v", l, key, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestPrefixReuse: a prompt that extends what a slot holds goes to that
+// slot and prefills only the new tokens — the engine feeds no others —
+// and continues as a cold slot's prefill of the whole prompt does. An
+// unrelated prompt in between goes to the slot idle longest, leaving that
+// cache alone.
 func TestPrefixReuse(t *testing.T) {
 	path := stories(t)
-	ts := start(t, load(t, path, LoadOptions{}), Options{})
+	m := load(t, path, LoadOptions{Parallel: 2})
+	ts := start(t, m, Options{})
 	tok := ts.m.Tokenizer
-	first := tok.Encode("Once upon a time", true)
 	const n = 16
-	a, err := ts.client.Completions.New(context.Background(), openai.CompletionNewParams{Model: "any",
-		Prompt:    openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: toInt64(first)},
-		MaxTokens: openai.Int(n), Temperature: openai.Float(0)}, greedy...)
-	if err != nil {
-		t.Fatal(err)
+	complete := func(prompt []int32) *openai.Completion {
+		t.Helper()
+		c, err := ts.client.Completions.New(context.Background(), openai.CompletionNewParams{Model: "any",
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: toInt64(prompt)},
+			MaxTokens: openai.Int(n), Temperature: openai.Float(0)}, greedy...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
+	first := tok.Encode("Once upon a time", true)
+	a := complete(first)
 	// The slot holds the prompt and every reply token but the last; send
 	// them back with more.
 	ids := referenceIDs(t, path, first, n)
 	if tok.Decode(ids) != a.Choices[0].Text {
 		t.Fatalf("reply %q, the CLI's %q", a.Choices[0].Text, tok.Decode(ids))
 	}
-	second := append(append(append([]int32{}, first...), ids...), tok.Encode(" The end", false)...)
-	b, err := ts.client.Completions.New(context.Background(), openai.CompletionNewParams{Model: "any",
-		Prompt:    openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: toInt64(second)},
-		MaxTokens: openai.Int(n), Temperature: openai.Float(0)}, greedy...)
-	if err != nil {
-		t.Fatal(err)
+	complete(tok.Encode("The dog ran", true))
+	second := append(append(slices.Clone(first), ids...), tok.Encode(" The end", false)...)
+	before := m.Sched.e.Stats()
+	b := complete(second)
+	after := m.Sched.e.Stats()
+	cached := len(first) + n - 1
+	if c := b.Usage.PromptTokensDetails.CachedTokens; c != int64(cached) {
+		t.Errorf("second request reused %d tokens, want the %d the slot holds", c, cached)
 	}
-	if c := b.Usage.PromptTokensDetails.CachedTokens; c != int64(len(first)+n-1) {
-		t.Errorf("second request reused %d tokens, want the %d the slot holds", c, len(first)+n-1)
+	// A cold slot feeds the whole prompt and all but the last reply token.
+	if fed, want := after.Tokens-before.Tokens, int64(len(second)-cached+n-1); fed != want {
+		t.Errorf("the engine fed %d tokens for the second request, want %d (a cold slot: %d)", fed, want, len(second)+n-1)
 	}
 	if want := reference(t, path, second, n); b.Choices[0].Text != want {
 		t.Errorf("continued on the cache: %q, fresh: %q", b.Choices[0].Text, want)
+	}
+	waitFor(t, "the log lines", func() bool { return len(logValues(t, ts.log.String(), "slot")) == 3 })
+	if s := logValues(t, ts.log.String(), "slot"); s[0] == s[1] || s[2] != s[0] {
+		t.Errorf("slots %v: want the first and last request on one slot, the unrelated one on the other", s)
 	}
 }
 
@@ -453,36 +518,114 @@ func toInt64(ids []int32) []int64 {
 	return out
 }
 
-// slowSlots delays each step, so that a test can act while a generation
-// is surely under way.
-type slowSlots struct {
-	Slots
-	delay time.Duration
+// TestContextShift: with context shift on, each slot shifts its own
+// context — a slot holds -c / --parallel = 128 tokens here — as the CLI
+// does on a context of that size: two generations of 300 tokens side by
+// side, each through several shifts, give the CLI's text. A request with
+// no token limit stops at the model's training context, and a prompt over
+// a slot's context is cut as llama-server cuts it. With context shift
+// off, a generation ends at the full context and such a prompt is refused.
+func TestContextShift(t *testing.T) {
+	path := stories(t)
+	const slotCtx = testCtx / 4
+	o := glintOpts
+	o.Context = slotCtx
+	shifting := engine.SessionOptions{ContextShift: true, Keep: 1} // the CLI's: the BOS
+	m := load(t, path, LoadOptions{Parallel: 4, ContextShift: true})
+	ts := start(t, m, Options{})
+	tok := m.Tokenizer
+	prompts := []string{"Once upon a time", "Tom and Lily went to the park"}
+	var wg sync.WaitGroup
+	got := make([]string, len(prompts))
+	errs := make([]error, len(prompts))
+	for i, prompt := range prompts {
+		wg.Go(func() {
+			if i == 1 {
+				got[i], _, _, errs[i] = streamCompletionErr(ts, completionParams(prompt, 300), greedy...)
+				return
+			}
+			c, err := ts.client.Completions.New(context.Background(), completionParams(prompt, 300), greedy...)
+			if errs[i] = err; err == nil {
+				got[i] = c.Choices[0].Text
+			}
+		})
+	}
+	wg.Wait()
+	for i, prompt := range prompts {
+		if want := referenceWith(t, path, o, shifting, tok.Encode(prompt, true), 300); errs[i] != nil || got[i] != want {
+			t.Errorf("%q through shifts: %q (%v), the CLI's on -c %d: %q", prompt, got[i], errs[i], slotCtx, want)
+		}
+	}
+	waitFor(t, "the log lines", func() bool { return len(logValues(t, ts.log.String(), "shifts")) == 2 })
+	for _, s := range logValues(t, ts.log.String(), "shifts") {
+		if s < 3 {
+			t.Errorf("%d shifts in 300 tokens on a context of %d", s, slotCtx)
+		}
+	}
+
+	// A prompt of 200 tokens: llama-server keeps n_keep (0) of them and
+	// drops whole blocks of (128 - 0) / 2 = 64 tokens, (200 - 64) / 64 = 2
+	// of them, keeping the last 72.
+	long := tok.Encode(strings.Repeat("Lily and Tom play with a ball. ", 40), true)[:200]
+	c, err := ts.client.Completions.New(context.Background(), openai.CompletionNewParams{Model: "any",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: toInt64(long)},
+		MaxTokens: openai.Int(8), Temperature: openai.Float(0)}, greedy...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := referenceWith(t, path, o, shifting, long[128:], 8); c.Usage.PromptTokens != 72 || c.Choices[0].Text != want {
+		t.Errorf("a prompt over the context: %d prompt tokens, %q; want 72, %q", c.Usage.PromptTokens, c.Choices[0].Text, want)
+	}
+
+	// No token limit: the generation stops where prompt and reply reach the
+	// training context (stories260K's is 2048; a scheduler told 200 stands
+	// in for it, to keep the test short).
+	m2 := load(t, path, LoadOptions{Parallel: 4})
+	m2.Sched.Close()
+	if m2.Sched, err = NewScheduler(m2.model.Engine, m2.Tokenizer, SchedulerOptions{ContextShift: true, Trained: 200}); err != nil {
+		t.Fatal(err)
+	}
+	ts2 := start(t, m2, Options{})
+	prompt := tok.Encode(prompts[0], true)
+	c, err = ts2.client.Completions.New(context.Background(), completionParams(prompts[0], -1), greedy...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := 200 - len(prompt); c.Usage.CompletionTokens != int64(n) || c.Choices[0].FinishReason != "length" ||
+		c.Choices[0].Text != referenceWith(t, path, o, shifting, prompt, n) {
+		t.Errorf("without a limit: %d tokens (%s), want the CLI's %d", c.Usage.CompletionTokens, c.Choices[0].FinishReason, n)
+	}
+
+	// Context shift off: the reply ends at the full slot, as the CLI's on
+	// -c 128 with --no-context-shift (its last token chosen from the last
+	// cell's logits), and the long prompt is refused.
+	ts3 := start(t, load(t, path, LoadOptions{Parallel: 4}), Options{})
+	c, err = ts3.client.Completions.New(context.Background(), completionParams(prompts[0], 300), greedy...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := slotCtx - len(prompt) + 1; c.Usage.CompletionTokens != int64(n) || c.Choices[0].FinishReason != "length" ||
+		c.Choices[0].Text != referenceWith(t, path, o, engine.SessionOptions{}, prompt, 300) {
+		t.Errorf("context shift off: %d tokens (%s), want the CLI's %d", c.Usage.CompletionTokens, c.Choices[0].FinishReason, n)
+	}
+	code, body := ts3.post(t, "/v1/completions", fmt.Sprintf(`{"prompt": %s, "max_tokens": 4}`, strings.Join(strings.Fields(fmt.Sprint(long)), ",")))
+	checkError(t, "a prompt over the slot's context", code, body, 400, "does not fit the context of 128")
 }
 
-func (s *slowSlots) Step(w []Work) error {
-	time.Sleep(s.delay)
-	return s.Slots.Step(w)
+// stepBackend runs hook before every Embedding — one per forward pass of a
+// batch — so that a test can slow the engine's steps or hold them.
+type stepBackend struct {
+	backend.Backend
+	hook func()
 }
 
-// gatedSlots hold every step until the gate closes.
-type gatedSlots struct {
-	Slots
-	gate chan struct{}
+func (b *stepBackend) Embedding(dst, table, ids backend.Tensor, n int) {
+	b.hook()
+	b.Backend.Embedding(dst, table, ids, n)
 }
 
-func (g *gatedSlots) Step(w []Work) error {
-	<-g.gate
-	return g.Slots.Step(w)
-}
-
-// rewrap replaces m's scheduler by one over wrap(its slots).
-func rewrap(t *testing.T, m *Model, queue int, wrap func(Slots) Slots) {
-	t.Helper()
-	old := m.Sched
-	old.Close()
-	isEOG := old.isEOG
-	m.Sched = NewScheduler(wrap(old.slots), m.Tokenizer, isEOG, queue)
+func stepHook(hook func()) func(backend.Backend) backend.Backend {
+	return func(b backend.Backend) backend.Backend { return &stepBackend{b, hook} }
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -497,14 +640,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestDroppedStreamFreesSlot: a client that goes away mid-stream, or while
-// it waits for a whole reply, cancels its generation within a step; its
-// slot is freed, and the next request on the only slot works.
+// it waits for a whole reply, cancels its generation within a step: its
+// slot is freed and the engine stops stepping. The slot keeps the tokens it
+// fed, its KV cells hold exactly those, and the next request on the only
+// slot reuses them and gives the CLI's text.
 func TestDroppedStreamFreesSlot(t *testing.T) {
 	path := stories(t)
-	m := load(t, path, LoadOptions{})
-	rewrap(t, m, 4, func(s Slots) Slots { return &slowSlots{s, 2 * time.Millisecond} })
+	m := load(t, path, LoadOptions{Queue: 4, Options: glint.Options{Wrap: stepHook(func() { time.Sleep(2 * time.Millisecond) })}})
 	ts := start(t, m, Options{})
-	want := reference(t, path, m.Tokenizer.Encode("Once upon a time", true), 12)
+	prompt := m.Tokenizer.Encode("Once upon a time", true)
+	want := reference(t, path, prompt, 12)
 	p := completionParams("Once upon a time", -1) // until the context is full: 511 tokens, over a second
 	for i, streamed := range []bool{true, false} {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -528,28 +673,33 @@ func TestDroppedStreamFreesSlot(t *testing.T) {
 			}
 		}
 		waitFor(t, "the slot to be freed", func() bool { return m.Sched.Status().Processing == 0 })
+		steps := m.Sched.e.Stats().Steps
+		time.Sleep(50 * time.Millisecond)
+		if now := m.Sched.e.Stats().Steps; now != steps {
+			t.Errorf("streamed %v: %d engine steps after the slot was freed", streamed, now-steps)
+		}
 		waitFor(t, "the request's log line", func() bool { return strings.Count(ts.log.String(), "ended=") == i+1 })
-		var line string
-		for _, l := range strings.Split(ts.log.String(), "\n") {
-			if strings.Contains(l, "ended=") {
-				line = l
-			}
-		}
-		var gen int
-		if k := strings.Index(line, " gen="); k < 0 {
-			t.Fatalf("no gen= in the log: %s", line)
-		} else {
-			fmt.Sscan(line[k+5:], &gen)
-		}
-		if gen >= testCtx-5 {
-			t.Errorf("streamed %v: the dropped request generated %d tokens: it was not cancelled (log: %s)", streamed, gen, line)
+		if gen := logValues(t, ts.log.String(), "gen"); gen[len(gen)-1] >= testCtx-5 {
+			t.Errorf("streamed %v: the dropped request generated %d tokens: it was not cancelled", streamed, gen[len(gen)-1])
 		}
 		got, err := ts.client.Completions.New(context.Background(), completionParams("Once upon a time", 12), greedy...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Choices[0].Text != want {
-			t.Errorf("after the drop: %q, want %q", got.Choices[0].Text, want)
+		if got.Choices[0].Text != want || got.Usage.PromptTokensDetails.CachedTokens != int64(len(prompt)-1) {
+			t.Errorf("after the drop: %q (%d cached), want %q (%d cached)", got.Choices[0].Text, got.Usage.PromptTokensDetails.CachedTokens, want, len(prompt)-1)
+		}
+		// The slot's cells hold its tokens and nothing of the dropped
+		// reply: its state (which records the last cell's position) loads
+		// back, which it does only when the cells end at its last token.
+		m.Sched.Status() // the request's slot work happened before this
+		sess := m.Sched.slots[0].sess
+		state, err := sess.State()
+		if err == nil {
+			err = sess.LoadState(state)
+		}
+		if err != nil || sess.Fed() != len(prompt)+11 {
+			t.Errorf("the slot after the drop: %d tokens fed, want %d (%v)", sess.Fed(), len(prompt)+11, err)
 		}
 	}
 }
@@ -558,9 +708,14 @@ func TestDroppedStreamFreesSlot(t *testing.T) {
 // 503 at once; the queued one runs when the slot frees.
 func TestQueueFull(t *testing.T) {
 	path := stories(t)
-	m := load(t, path, LoadOptions{})
-	gate := make(chan struct{})
-	rewrap(t, m, 1, func(s Slots) Slots { return &gatedSlots{s, gate} })
+	var gate atomic.Pointer[chan struct{}]
+	m := load(t, path, LoadOptions{Queue: 1, Options: glint.Options{Wrap: stepHook(func() {
+		if g := gate.Load(); g != nil {
+			<-*g
+		}
+	})}})
+	g := make(chan struct{})
+	gate.Store(&g)
 	ts := start(t, m, Options{})
 	body := `{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}`
 	codes := make(chan int, 2)
@@ -577,7 +732,7 @@ func TestQueueFull(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 503 {
 		t.Errorf("openai client: %v, want a 503 *openai.Error", err)
 	}
-	close(gate)
+	close(g)
 	for range 2 {
 		if c := <-codes; c != 200 {
 			t.Errorf("a request that got in: status %d", c)
@@ -794,8 +949,8 @@ func TestModelsAndTokenize(t *testing.T) {
 	}
 }
 
-// TestOpenCL: the server on the OpenCL backend (two slots, two device
-// models) gives the CPU CLI's greedy text, as the CLI on OpenCL does.
+// TestOpenCL: the server on the OpenCL backend (two slots decoding together
+// on one device model) gives the CPU CLI's greedy text, as the CLI on OpenCL does.
 func TestOpenCL(t *testing.T) {
 	if _, err := opencl.Devices(); err != nil {
 		t.Skipf("no OpenCL device: %s", strings.SplitN(err.Error(), "\n", 2)[0])

@@ -1,10 +1,10 @@
 // Package serve is glint's OpenAI-compatible HTTP server (`generate serve`):
 // /v1/chat/completions (rendered with the model's chat template),
 // /v1/completions, /v1/models, /health, and llama-server's /tokenize and
-// /detokenize, streaming as server-sent events. Requests run on slots: a
-// Scheduler queues them, boundedly, and steps every busy slot together; a
-// Slots implementation runs the forward passes. Bad input gets an
-// OpenAI-style error body, never a crash.
+// /detokenize, streaming as server-sent events. Requests run on slots, the
+// sessions of one engine over one loaded model: a Scheduler queues them,
+// boundedly, and the engine decodes every running slot in one batch per
+// step. Bad input gets an OpenAI-style error body, never a crash.
 package serve
 
 import (

@@ -61,14 +61,21 @@ func samplingFlags() []cli.Flag {
 func generateFlags() []cli.Flag {
 	fl := append(modelFlags(), promptFlags()...)
 	fl = append(fl, samplingFlags()...)
-	return append(fl,
+	fl = append(fl,
 		&cli.StringFlag{Name: "dump-logits", Usage: "write each step's logits (little-endian float32, one vocab row per step) to this file"},
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "text, or ids (the generated ids, space-separated)"},
 		&cli.GenericFlag{Name: "stop", Value: &stopList{}, Usage: "stop when the text ends with this string, printing none of it (repeatable)"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at end-of-generation tokens (EOS, EOT, <|im_end|>, …)"},
+	)
+	return append(fl, contextShiftFlags()...)
+}
+
+// contextShiftFlags are llama.cpp's --keep and --no-context-shift.
+func contextShiftFlags() []cli.Flag {
+	return []cli.Flag{
 		&cli.IntFlag{Name: "keep", Usage: "tokens of the prompt a context shift keeps, after the BOS (-1: all of it)"},
 		&cli.BoolFlag{Name: "no-context-shift", Usage: "stop when the context is full instead of discarding half of it (keeping --keep) and going on"},
-	)
+	}
 }
 
 func loadOpts(c *cli.Context) glint.Options {

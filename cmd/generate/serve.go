@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/glint-llm/glint/chattemplate"
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/progress"
 	"github.com/glint-llm/glint/serve"
 )
@@ -22,10 +23,12 @@ import (
 func serveCommand() *cli.Command {
 	fl := append(modelFlags(), samplingFlags()...)
 	fl = append(fl, chatTemplateFlags()...)
+	fl = append(fl, contextShiftFlags()...)
 	fl = append(fl,
 		&cli.StringFlag{Name: "host", Value: "127.0.0.1", Usage: "address to listen on (0.0.0.0: every interface)"},
 		&cli.IntFlag{Name: "port", Value: 8080, Usage: "port to listen on (0: any free one; the address is printed on stderr)"},
-		&cli.IntFlag{Name: "parallel", Aliases: []string{"np"}, Value: 1, Usage: "slots: requests decoded at once (today each slot loads the model once)"},
+		&cli.IntFlag{Name: "parallel", Aliases: []string{"np"}, Value: 1, Usage: "slots: requests decoded together in one batch per step; -c is divided among them (each slot holds c/N tokens, as llama-server's)"},
+		&cli.IntFlag{Name: "batch-size", Value: engine.StepTokens, Usage: "most tokens one step feeds (llama.cpp's n_batch): a longer prompt is fed in chunks, each sharing its step with the slots decoding"},
 		&cli.IntFlag{Name: "queue", Value: 64, Usage: "most requests waiting for a slot; more get 503"},
 		&cli.StringFlag{Name: "alias", Usage: "model id in /v1/models and in replies (default: the file's name)"},
 		&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body in bytes; larger ones get 413"},
@@ -36,7 +39,11 @@ func serveCommand() *cli.Command {
 		UsageText: "generate serve -m MODEL [-b cpu|opencl] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [sampling defaults] [--chat-template NAME]\n\n" +
 			"Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n" +
 			"POST /tokenize, POST /detokenize. One log line per request on stderr. SIGTERM or Ctrl-C\n" +
-			"stops taking requests, lets the running ones finish, and exits 0.",
+			"stops taking requests, lets the running ones finish, and exits 0.\n\n" +
+			"The model is loaded once, with a KV cache of --parallel sequences: each slot holds -c / --parallel\n" +
+			"tokens (as llama-server divides -c). The running slots decode together, one batch per step; a new\n" +
+			"request joins at the next step. A full slot shifts its context (keeping the BOS and a request's\n" +
+			"n_keep, --keep by default) unless --no-context-shift, which ends the reply there instead.",
 		Flags:  fl,
 		Action: runServe,
 	}
@@ -50,6 +57,10 @@ func runServe(c *cli.Context) error {
 	switch {
 	case c.Int("parallel") < 1:
 		return usageError("serve: --parallel %d: want at least 1", c.Int("parallel"))
+	case c.Int("batch-size") < 1:
+		return usageError("serve: --batch-size %d: want at least 1", c.Int("batch-size"))
+	case c.Int("keep") < -1:
+		return usageError("serve: --keep %d: want -1 (the whole prompt) or more", c.Int("keep"))
 	case c.Int("queue") < 0:
 		return usageError("serve: --queue %d: want 0 or more", c.Int("queue"))
 	case c.Int("port") < 0 || c.Int("port") > 65535:
@@ -66,11 +77,13 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	o := serve.LoadOptions{Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
+		ContextShift: !c.Bool("no-context-shift"), Keep: c.Int("keep"),
 		Template:       chattemplate.Choice{File: c.String("chat-template-file"), Builtin: c.String("chat-template")},
 		TemplateKwargs: kw, Defaults: &sp, Name: c.String("alias")}
 	if c.String("seed") != "-1" {
 		o.Seed = &sp.Seed
 	}
+	o.StepTokens = c.Int("batch-size")
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.String("host"), strconv.Itoa(c.Int("port"))))
 	if err != nil {
@@ -112,8 +125,12 @@ func runServe(c *cli.Context) error {
 		m = l.m
 	}
 	srv.SetModel(m)
-	fmt.Fprintf(os.Stderr, "%s\n%d slot(s), queue %d; chat template: %s\nready on http://%s\n",
-		m.Info, m.Sched.Status().Slots, o.Queue, templateOrigin(m), ln.Addr())
+	shift := "on"
+	if !o.ContextShift {
+		shift = "off"
+	}
+	fmt.Fprintf(os.Stderr, "%s\n%d slot(s) of %d tokens, context shift %s, queue %d; chat template: %s\nready on http://%s\n",
+		m.Info, m.Sched.Status().Slots, m.Sched.Context(), shift, o.Queue, templateOrigin(m), ln.Addr())
 
 	select {
 	case err := <-served:

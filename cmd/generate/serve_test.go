@@ -247,7 +247,7 @@ func TestServeChat(t *testing.T) {
 // refuses new connections, and exits 0.
 func TestServeBadInputAndSIGTERM(t *testing.T) {
 	path := shared.Models(t, "stories260K/stories260K.gguf")
-	p := startServe(t, "-m", path, "-c", "2048", "--max-body", "2000")
+	p := startServe(t, "-m", path, "-c", "2048", "--max-body", "2000", "--no-context-shift")
 	base := "http://" + p.addr
 	for _, c := range []struct {
 		method, path, body string
@@ -272,8 +272,8 @@ func TestServeBadInputAndSIGTERM(t *testing.T) {
 		}
 	}
 
-	// A stream to the end of the 2048-token context, SIGTERM after its
-	// first chunk.
+	// A stream to the end of the 2048-token context (--no-context-shift:
+	// it ends there), SIGTERM after its first chunk.
 	params := greedyCompletion("Once upon a time", -1)
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	s := p.client.Completions.NewStreaming(context.Background(), params, ignoreEOS)
