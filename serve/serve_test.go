@@ -811,6 +811,7 @@ func TestBadInput(t *testing.T) {
 		{"seed below -1", "POST", "/v1/completions", `{"prompt": "x", "seed": -2}`, 400, "seed"},
 		{"zero repeat_penalty", "POST", "/v1/completions", `{"prompt": "x", "repeat_penalty": 0}`, 400, "repeat_penalty"},
 		{"repeat_last_n below -1", "POST", "/v1/completions", `{"prompt": "x", "repeat_last_n": -3}`, 400, "repeat_last_n"},
+		{"n_keep below -1", "POST", "/v1/completions", `{"prompt": "x", "n_keep": -2}`, 400, "n_keep"},
 		{"huge integer", "POST", "/v1/completions", `{"prompt": "x", "max_tokens": 1e40}`, 400, "max_tokens"},
 		{"n of 2", "POST", "/v1/completions", `{"prompt": "x", "n": 2}`, 400, "one choice"},
 		{"logprobs", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "logprobs": true}`, 400, "logprobs"},
