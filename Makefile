@@ -25,7 +25,15 @@ VS_ROUNDS      ?= 3
 VS_THREADS     ?= 2
 VS_LLAMA_ARGS  ?=
 
-.PHONY: all build test lint demo bench bench-vs-llamacpp bench-gpu onnxruntime deps fuzz clean
+# make bench-serve: generate serve against llama-server (scripts/bench-serve.sh):
+# rounds, --parallel values, tokens per request, context, clients.
+SERVE_ROUNDS   ?= 1
+SERVE_PARALLEL ?= 1 4 8
+SERVE_N        ?= 32
+SERVE_CTX      ?= 2048
+SERVE_CLIENTS  ?= 8
+
+.PHONY: all build test lint demo bench bench-vs-llamacpp bench-serve bench-gpu onnxruntime deps fuzz clean
 
 all: build
 
@@ -99,6 +107,18 @@ bench-vs-llamacpp:
 		echo "or point GLINT_LLAMACPP at a built peer's bin folder"; exit 1; \
 	fi
 	bash scripts/bench-vs-llamacpp.sh -p "$(GLINT_LLAMACPP)" -r $(VS_ROUNDS) -t $(VS_THREADS) -x "$(VS_LLAMA_ARGS)" $(VS_TYPES)
+
+# Aggregate generated tokens/s of 8 concurrent clients against generate serve
+# and llama-server with the same --parallel, -c and threads, alternated
+# (scripts/bench-serve.sh; a markdown table). The peer is built separately.
+bench-serve:
+	@if [ ! -x "$(GLINT_LLAMACPP)/llama-server" ]; then \
+		echo "no llama-server in $(GLINT_LLAMACPP); build the peer (about 3 minutes) with"; \
+		echo "  $(SHARED)/peers/build-llama.sh cpu .peer/llama.cpp-cpu"; \
+		echo "or point GLINT_LLAMACPP at a built peer's bin folder"; exit 1; \
+	fi
+	bash scripts/bench-serve.sh -p "$(GLINT_LLAMACPP)" -r $(SERVE_ROUNDS) -t $(VS_THREADS) -n $(SERVE_N) \
+		-c $(SERVE_CTX) -k $(SERVE_CLIENTS) -P "$(SERVE_PARALLEL)" -x "$(VS_LLAMA_ARGS)"
 
 # What a GPU machine without Go needs, in dist/ (git-ignored; about 30 MB):
 # the generate binary, the OpenCL and layers test binaries, and

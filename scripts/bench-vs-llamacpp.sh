@@ -17,7 +17,8 @@
 # spinning (llama.cpp's default, --poll 50, collapses when cores are shared).
 # The files are made once into .cache/: `generate synth --shape llama3.2-1b
 # --type F16` (with the Llama 3 vocabulary of ../shared when present), then
-# the peer's llama-quantize (`generate quantize` is byte-identical).
+# the peer's llama-quantize (`generate quantize` is byte-identical), by
+# scripts/llama3.2-1b.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 peer=${GLINT_LLAMACPP:-.peer/llama.cpp-cpu/build/bin}
@@ -43,32 +44,11 @@ if [ ! -x "$peer/llama-bench" ] || [ ! -x "$peer/llama-quantize" ]; then
 	echo "  ../shared/peers/build-llama.sh cpu .peer/llama.cpp-cpu   (or set GLINT_LLAMACPP / -p)" >&2
 	exit 1
 fi
-shared=${GLINT_SHARED:-../shared}
-vocab=$shared/models/llama.cpp-vocab/ggml-vocab-llama3-bpe.gguf
 log() { echo "$*" >&2; }
 
 go build -o bin/generate ./cmd/generate
-mkdir -p .cache
-base=.cache/llama3.2-1b-F16.gguf
-if [ ! -f "$base" ]; then
-	vflag=()
-	[ -f "$vocab" ] && vflag=(--vocab "$vocab")
-	log "== making $base"
-	bin/generate synth --shape llama3.2-1b --type F16 "${vflag[@]}" -o "$base.part" >&2
-	mv "$base.part" "$base"
-fi
+scripts/llama3.2-1b.sh "$peer" "${types[@]}"
 file() { echo ".cache/llama3.2-1b-$1.gguf"; }
-for t in "${types[@]}"; do
-	f=$(file "$t")
-	if [ ! -f "$f" ]; then
-		log "== making $f (llama-quantize $t)"
-		"$peer/llama-quantize" "$base" "$f.part" "$t" >/dev/null 2>&1 || {
-			log "llama-quantize $t failed"
-			exit 1
-		}
-		mv "$f.part" "$f"
-	fi
-done
 
 ids=$(seq -s, 1 128)
 tmp=$(mktemp -d)

@@ -33,6 +33,7 @@ func main() {
 			templateCommand(),
 			chatCommand(),
 			serveCommand(),
+			serveBenchCommand(),
 			batchedBenchCommand(),
 		},
 		HideHelpCommand: true,
