@@ -8,21 +8,23 @@ import (
 )
 
 // llama.cpp's CPU results depend on the instruction set it was built for:
-// its AVX-512 build sums F16 dot products in 16-lane vectors, and computes
-// exp (softmax, SiLU) with another polynomial tail, than its AVX2 build, and
-// the two disagree in the last bits. glint reproduces the build that is
-// native to the host, as `build-llama.sh cpu` makes it: on a CPU with
-// AVX-512 (F, BW, VL, DQ) the attention (over K and V caches of one type)
-// and SiLU follow ggml's AVX-512 arithmetic below, at every kernel level, so
-// that the levels still agree with each other. Elsewhere they keep the
-// arithmetic of attentionItems and siluMulGo. Quantised matmuls need no
+// its AVX-512 build sums F16 and F32 dot products in 16-lane vectors, and
+// computes exp (softmax, SiLU) with another polynomial tail, where its AVX2
+// build uses 8 lanes, and the two disagree in the last bits. glint
+// reproduces the build that is native to the host, as `build-llama.sh cpu`
+// makes it: on a CPU with AVX-512 (F, BW, VL, DQ) the attention (over K and
+// V caches of one type) and SiLU follow ggml's AVX-512 arithmetic below;
+// elsewhere, and for mixed cache types, they follow its AVX2 arithmetic
+// (attentionHeads, siluMul8). Either runs at every kernel level, so that
+// the levels still agree with each other. Quantised matmuls need no
 // flavour: ggml's x86 kernels for them are AVX2 in both builds
 // (quant_lanes.go).
 
-// With the AVX-512 flavour glint's logits equal llama.cpp's to the bit on
-// Llama-3.2-1B-shaped K-quant files (internal/peer). GLINT_GGML_FLAVOR=avx2
-// selects the other arithmetic on an AVX-512 host (to compare with an AVX2
-// build, or to test what AVX2-only hosts run).
+// With its build's flavour glint's logits equal llama.cpp's to the bit on
+// the staged K-quant files and on Llama-3.2-1B-shaped K-quant files
+// (internal/peer). GLINT_GGML_FLAVOR=avx2 selects the AVX2 arithmetic on an
+// AVX-512 host (to compare with an AVX2 build, or to test what AVX2-only
+// hosts run).
 var ggml512 = hostSIMD >= simdAVX512 && os.Getenv("GLINT_GGML_FLAVOR") != "avx2"
 
 // expf512 is ggml's AVX-512 ggml_v_expf: the AVX2 version's polynomial
@@ -257,30 +259,15 @@ func reduce16Fold(s *[4][16]float32) float32 {
 	return reduce16(&s[0])
 }
 
-// siluMul512 is siluMulGo in ggml's AVX-512 arithmetic for elements lo…hi-1
-// of t's rows of t.k: ggml_vec_silu_f32 runs expf512 over each row's first
-// 16·⌊cols/16⌋ elements (the C kernel, at SIMD levels) and libm's expf over
-// the rest (here the float64 exp rounded, which glibc's expf equals but in
-// rare ties).
-func siluMul512(t *task, lo, hi int) {
-	cols := t.k
-	for lo < hi {
-		rowEnd := (lo/cols + 1) * cols
-		vecEnd := min(hi, rowEnd-cols%16)
-		if lo < vecEnd {
-			d, g, u := t.dst[lo:vecEnd], t.x[lo:vecEnd], t.y[lo:vecEnd]
-			if t.simd > simdOff {
-				simdSiLUMul512(d, g, u)
-			} else {
-				for i, x := range g {
-					d[i] = x / (1 + expf512(-x)) * u[i]
-				}
-			}
-			lo = vecEnd
-		}
-		for ; lo < min(hi, rowEnd); lo++ {
-			x := t.x[lo]
-			t.dst[lo] = x / (1 + float32(math.Exp(float64(-x)))) * t.y[lo]
-		}
+// siluMul16 is ggml's AVX-512 ggml_v_silu followed by the product with up
+// (siluMulRows runs it over each row's first 16·⌊cols/16⌋ elements): the C
+// kernel at a SIMD level, else expf512 in Go.
+func siluMul16(l simdLevel, d, g, u []float32) {
+	if l > simdOff {
+		simdSiLUMul512(d, g, u)
+		return
+	}
+	for i, x := range g {
+		d[i] = x / (1 + expf512(-x)) * u[i]
 	}
 }

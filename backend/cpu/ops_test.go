@@ -161,18 +161,20 @@ func runSiLUMul(t *testing.T, l simdLevel, g, u []float32) []float32 {
 // F16 caches against float64 arithmetic with the f16 rounding points, and
 // requires every level's bits to equal the portable path's. Head sizes
 // cover a masked last register (24, 40, 36), the largest the C kernel
-// holds (256) and one past it (264: the Go loop runs), with groups of 1, 3
-// and 8 query heads per kv head. Besides one sequence (the causal view
-// kvcache gives) the views hold several sequences interleaved, in regions
-// with holes and shuffled positions, shared cells, sliding windows, soft
-// capping and rows that see nothing. Items are handed over in chunks of 5
-// that cut through groups and rows, as the pool never does at a SIMD
-// level but may at another grain.
+// holds (256) and one past it (264: the Go loop runs), sizes that leave
+// vec_dot a remainder not a multiple of 4 and that sgemm declines (30, 9),
+// with groups of 1, 3 and 8 query heads per kv head. Besides one sequence
+// (the causal view kvcache gives) the views hold several sequences
+// interleaved, in regions with holes and shuffled positions, shared cells,
+// sliding windows, soft capping and rows that see nothing. Items are
+// handed over in chunks of 5 that cut through groups and rows, as the pool
+// never does at a SIMD level but may at another grain.
 //
 // Tolerance 1e-5·Σ_j p_j·|v_j|: float32 scores (error ≲ 2⁻²⁴·√d·Σ|q·k|,
-// through exp); over an F16 V the reference rounds its float64 p to f16
-// while the kernel rounds its float32 p, which can round one probability
-// the other way, so 2⁻¹⁰·max_j p_j·|v_j| more is allowed there.
+// through exp) and float32 sums over V; over an F16 V the reference rounds
+// its float64 p to f16 while the kernel rounds its float32 p, which can
+// round one probability the other way, so 2⁻¹⁰·max_j p_j·|v_j| more is
+// allowed there.
 func TestAttentionSIMD(t *testing.T) { eachFlavor(t, testAttentionSIMD) }
 
 func testAttentionSIMD(t *testing.T) {
@@ -191,6 +193,8 @@ func testAttentionSIMD(t *testing.T) {
 		{"prefill", backendtest.Causal(5, 30), 8, 1, 40, 0, 0}, {"prefill", backendtest.Causal(3, 2), 4, 2, 256, 0, 0},
 		{"prefill", backendtest.Causal(3, 2), 4, 2, 264, 0, 0}, {"prefill", backendtest.Causal(2, 0), 2, 1, 8, 0, 0},
 		{"prefill", backendtest.Causal(4, 3), 6, 2, 36, 0, 0},
+		{"prefill", backendtest.Causal(6, 40), 4, 2, 30, 0, 0}, {"decode", backendtest.Causal(1, 70), 4, 2, 30, 0, 0},
+		{"prefill", backendtest.Causal(3, 1), 2, 1, 9, 0, 0},
 		{"window", backendtest.Causal(6, 60), 6, 2, 64, 17, 0}, {"window decode", backendtest.Causal(1, 90), 6, 2, 24, 33, 0},
 		{"soft cap", backendtest.Causal(5, 40), 6, 2, 64, 0, 3}, {"soft cap decode", backendtest.Causal(1, 90), 8, 1, 40, 0, 2},
 	}
@@ -246,7 +250,7 @@ func testAttentionSIMD(t *testing.T) {
 				sc := &b.scratch[0]
 				sc.scores = make([]float32, rows*(cells+15))
 				sc.runs, sc.runsRow = make([]int32, 0, cells+2), -1
-				sc.row, sc.acc = make([]float32, 2*c.headDim), make([]float64, c.headDim)
+				sc.row = make([]float32, 2*c.headDim)
 				tk := task{kind: kAttention, total: n * c.heads, dst: out, q: q, n: n,
 					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, rows: c.view.Rows,
 					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd}
