@@ -22,10 +22,36 @@ import (
 
 // With its build's flavour glint's logits equal llama.cpp's to the bit on
 // the staged K-quant files and on Llama-3.2-1B-shaped K-quant files
-// (internal/peer). GLINT_GGML_FLAVOR=avx2 selects the AVX2 arithmetic on an
-// AVX-512 host (to compare with an AVX2 build, or to test what AVX2-only
-// hosts run).
-var ggml512 = hostSIMD >= simdAVX512 && os.Getenv("GLINT_GGML_FLAVOR") != "avx2"
+// (internal/peer). GLINT_GGML_FLAVOR=avx2 or avx512 selects a build's
+// arithmetic whatever the host (to compare with a peer built for another
+// CPU, or to test what other hosts run); without AVX-512 the AVX-512
+// arithmetic runs in Go at every level.
+var ggml512 = flavour512(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD)
+
+// flavour512 reports whether a GLINT_GGML_FLAVOR value on a host of level
+// host selects ggml's AVX-512 arithmetic.
+func flavour512(env string, host simdLevel) bool {
+	switch env {
+	case "avx2":
+		return false
+	case "avx512":
+		return true
+	}
+	return host >= simdAVX512
+}
+
+// Flavour names the llama.cpp CPU build whose arithmetic the backend's
+// attention and SiLU reproduce (see above): "avx512" or "avx2". The OpenCL
+// backend follows the same one.
+func Flavour() string {
+	if ggml512 {
+		return "avx512"
+	}
+	return "avx2"
+}
+
+// simd512 reports whether the AVX-512 flavour's C kernels may run at level l.
+func simd512(l simdLevel) bool { return l > simdOff && hostSIMD >= simdAVX512 }
 
 // expf512 is ggml's AVX-512 ggml_v_expf: the AVX2 version's polynomial
 // with its last term fused, scaled by 2^n (vscalefps, exact but for
@@ -126,7 +152,7 @@ func dotTiny(x, y []float32) float32 {
 //   - out[d] = the probabilities' dot with V's column d over the view, the
 //     same two dot products by the same rule.
 func (b *Backend) attentionHeads512(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
-	if t.simd > simdOff && simdAttentionOK(t.headDim) {
+	if simd512(t.simd) && simdAttentionOK(t.headDim) {
 		simdAttention512(t, sc.scores, row, h0, h1, runs)
 		return
 	}
@@ -263,7 +289,7 @@ func reduce16Fold(s *[4][16]float32) float32 {
 // (siluMulRows runs it over each row's first 16·⌊cols/16⌋ elements): the C
 // kernel at a SIMD level, else expf512 in Go.
 func siluMul16(l simdLevel, d, g, u []float32) {
-	if l > simdOff {
+	if simd512(l) {
 		simdSiLUMul512(d, g, u)
 		return
 	}

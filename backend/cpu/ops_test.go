@@ -414,17 +414,32 @@ func refAttentionF64(q, k, v []float32, n int, visible [][]int, heads, kvHeads, 
 	return want, mag, big
 }
 
-// eachFlavor runs test once per ggml arithmetic this host can run (see
-// flavor.go): the AVX2 one everywhere, the AVX-512 one where the CPU has
-// it, each checked at every kernel level.
+// eachFlavor runs test once per ggml arithmetic (see flavor.go), each
+// checked at every kernel level; without AVX-512 the AVX-512 one runs in
+// Go at every level.
 func eachFlavor(t *testing.T, test func(t *testing.T)) {
 	saved := ggml512
 	defer func() { ggml512 = saved }()
 	for _, f := range []bool{false, true} {
-		if f && hostSIMD < simdAVX512 {
-			continue
-		}
 		ggml512 = f
 		t.Run(map[bool]string{false: "avx2-flavour", true: "avx512-flavour"}[f], test)
+	}
+}
+
+// TestFlavour512 checks which GLINT_GGML_FLAVOR values select ggml's
+// AVX-512 arithmetic on hosts with and without AVX-512.
+func TestFlavour512(t *testing.T) {
+	cases := []struct {
+		env  string
+		host simdLevel
+		want bool
+	}{
+		{"", simdAVX2, false}, {"", simdAVX512, true}, {"", simdVBMI, true}, {"", simdOff, false},
+		{"avx2", simdAVX512, false}, {"avx512", simdAVX2, true}, {"avx512", simdOff, true},
+	}
+	for _, c := range cases {
+		if got := flavour512(c.env, c.host); got != c.want {
+			t.Errorf("GLINT_GGML_FLAVOR=%q on a %v host: AVX-512 arithmetic %v, want %v", c.env, c.host, got, c.want)
+		}
 	}
 }
