@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/kernels"
@@ -144,8 +145,8 @@ type Backend struct {
 	ctx  cl.Context
 	q    *cl.Queue
 
-	byType                                           map[dtype.Type]weightKernels
-	rmsNorm, softmax, argmax, siluMul, add, copyKern *kern
+	byType                                                        map[dtype.Type]weightKernels
+	rmsNorm, softmax, argmax, siluMul, siluMulRows, add, copyKern *kern
 	// copyF16 copies F16 elements; copyF32F16 rounds F32 to F16 (the
 	// append to an f16 KV cache).
 	copyF16, copyF32F16 *kern
@@ -163,6 +164,11 @@ type Backend struct {
 
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
+
+	// lanes is the vector width, in floats, of the llama.cpp CPU build whose
+	// arithmetic attention and SiLU follow, as the CPU backend's do
+	// (cpu.Flavour): 16 for AVX-512, else 8.
+	lanes int
 
 	// attnScratch holds flash-decoding partials (see attendSplit), grown
 	// on demand; attnParts, when positive, forces the partition count
@@ -241,7 +247,10 @@ func open(d device, v variant) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, lanes: 8}
+	if cpu.Flavour() == "avx512" {
+		b.lanes = 16
+	}
 	if err := b.init(c.prog, v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
@@ -289,7 +298,7 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 		b.byType[wt.dt] = wk
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
-	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
+	b.siluMul, b.siluMulRows, b.add, b.copyKern = mk("silu_mul"), mk("silu_mul_rows"), mk("add"), mk("copy")
 	b.copyF16, b.copyF32F16 = mk("copy_f16"), mk("copy_f32_f16")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
 	b.layerNorm, b.geluMul, b.addBias = mk("layer_norm"), mk("gelu_mul"), mk("add_bias")
