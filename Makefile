@@ -25,7 +25,7 @@ VS_ROUNDS      ?= 3
 VS_THREADS     ?= 2
 VS_LLAMA_ARGS  ?=
 
-.PHONY: all build test lint demo bench bench-vs-llamacpp onnxruntime deps fuzz clean
+.PHONY: all build test lint demo bench bench-vs-llamacpp bench-gpu onnxruntime deps fuzz clean
 
 all: build
 
@@ -100,6 +100,19 @@ bench-vs-llamacpp:
 	fi
 	bash scripts/bench-vs-llamacpp.sh -p "$(GLINT_LLAMACPP)" -r $(VS_ROUNDS) -t $(VS_THREADS) -x "$(VS_LLAMA_ARGS)" $(VS_TYPES)
 
+# What a GPU machine without Go needs, in dist/ (git-ignored; about 30 MB):
+# the generate binary, the OpenCL and layers test binaries, and
+# bench-gpu.sh, which makes the synth models there and runs the tests, the
+# reports and parity (see the script). Prints the command to run there.
+bench-gpu:
+	@mkdir -p dist
+	$(GO) build -o dist/generate ./cmd/generate
+	$(GO) test -c -o dist/opencl.test ./backend/opencl
+	$(GO) test -c -o dist/layers.test ./layers
+	cp scripts/bench-gpu.sh dist/
+	@echo "copy dist/ to the GPU machine (e.g. scp -r dist HOST:glint-dist), then run there:"
+	@echo "    bash glint-dist/bench-gpu.sh"
+
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:
 	bash scripts/onnxruntime.sh
@@ -118,4 +131,4 @@ fuzz:
 	$(GO) test ./serve -run '^$$' -fuzz FuzzRequest -fuzztime 5m -parallel 1
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/sample"
 )
@@ -39,12 +40,16 @@ func TestGemma3VsONNXRuntime(t *testing.T) {
 	var ids []int32
 	var want [][]float32
 	batch := prompt
+	os, err := ort.NewSession(engine.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range steps {
-		if err := ort.Eval(batch); err != nil {
+		if err := os.Prefill(t.Context(), batch); err != nil {
 			t.Fatal(err)
 		}
 		row := make([]float32, ort.Vocab())
-		if err := ort.Logits(row); err != nil {
+		if err := os.Logits(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, row)
@@ -63,12 +68,16 @@ func TestGemma3VsONNXRuntime(t *testing.T) {
 			defer m.Close()
 			batch := prompt
 			var worst float64
+			s, err := m.NewSession(engine.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			for step := range steps {
-				if err := m.Eval(batch); err != nil {
+				if err := s.Prefill(t.Context(), batch); err != nil {
 					t.Fatal(err)
 				}
 				got := make([]float32, m.Vocab())
-				if err := m.Logits(got); err != nil {
+				if err := s.Logits(t.Context(), got); err != nil {
 					t.Fatal(err)
 				}
 				var d float64

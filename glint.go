@@ -1,11 +1,11 @@
 // Package glint is the library entry point: Open loads a model (Llama, Qwen,
 // Gemma, Phi-3 or GPT-2; a GGUF file or Hugging Face directory) on a named
-// backend — or an ONNX export on ONNX Runtime — with its tokenizer, ready
-// for engine.Generate.
+// backend — or an ONNX export on ONNX Runtime — with its tokenizer and an
+// engine.Engine that runs sessions over it.
 //
 //	m, err := glint.Open("model.gguf", glint.Options{Backend: "opencl"})
 //	ids := m.Tokenizer.Encode("Once upon a time", true)
-//	tm, err := engine.Generate(m, ids, engine.Options{MaxTokens: 20})
+//	tm, err := engine.Generate(ctx, m.Engine, ids, engine.Options{MaxTokens: 20})
 package glint
 
 import (
@@ -35,8 +35,18 @@ type Options struct {
 	Backend string // cpu (default), opencl or onnx
 	Threads int    // CPU threads (0: all cores)
 	Device  string // OpenCL device: index or name substring ("": first GPU, else first device)
-	Context int    // KV-cache length (0 or more than trained: the model's trained context)
-	OrtLib  string // libonnxruntime path ("": $ONNXRUNTIME_LIB, then third_party/onnxruntime)
+	// Context is the number of KV-cache cells, llama.cpp's -c: rounded up to a
+	// multiple of 32 as llama.cpp pads it (0 or more than trained: the
+	// model's trained context). Sequences share them (KVLayout).
+	Context int
+	// Seqs is the number of sequences (sessions) the KV cache holds at once
+	// (llama.cpp's --parallel; 0: 1).
+	Seqs int
+	// KVLayout is "unified" (the default: every sequence in one buffer,
+	// each may use every cell, a shared prefix is stored once) or
+	// "per-stream" (each sequence its own Context/Seqs cells).
+	KVLayout string
+	OrtLib   string // libonnxruntime path ("": $ONNXRUNTIME_LIB, then third_party/onnxruntime)
 	// CacheTypeK and CacheTypeV are the KV-cache types, "f16" (the default,
 	// as in llama.cpp) or "f32".
 	CacheTypeK, CacheTypeV string
@@ -50,9 +60,10 @@ type Options struct {
 	cacheK, cacheV dtype.Type // parsed CacheTypeK, CacheTypeV
 }
 
-// Model is a loaded model with its tokenizer.
+// Model is a loaded model with its tokenizer. Its Engine (safe for
+// concurrent use) opens sessions: m.NewSession, engine.Generate(ctx, m.Engine, …).
 type Model struct {
-	engine.Model
+	*engine.Engine
 	// Tokenizer is nil when the file has none (use token ids).
 	Tokenizer *tokenizer.Tokenizer
 	// TokenizerErr says why Tokenizer is nil.
@@ -67,6 +78,8 @@ type Model struct {
 	// activations to that type (as llama.cpp does).
 	HalfWeights bool
 	LoadTime    time.Duration
+	// Device names the hardware (or ONNX Runtime) that runs the model.
+	Device string
 	// Info is one line: backend, device, file and shape.
 	Info    string
 	eos     []int32 // extra end-of-generation ids (ONNX configs)
@@ -105,10 +118,11 @@ func Open(path string, o Options) (*Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.Model = om
-		m.closers = append(m.closers, om.Close)
+		m.Engine = engine.New(om)
+		m.closers = append(m.closers, m.Engine.Close)
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(path)
 		m.eos = om.Info().EOS
+		m.Device = "ONNX Runtime " + om.Info().Runtime + " (CPU)"
 		m.LoadTime = time.Since(start)
 		m.Info = fmt.Sprintf("onnx: %s: vocab %d, ctx %d", filepath.Base(path), om.Vocab(), om.Context())
 		return m, nil
@@ -140,6 +154,7 @@ func Open(path string, o Options) (*Model, error) {
 		b = o.Wrap(b)
 	}
 	m.Backend = b
+	m.Device = b.Device()
 	m.closers = append(m.closers, b.Close)
 	kt, err := kvcache.ParseType(o.CacheTypeK)
 	if err == nil {
@@ -152,22 +167,32 @@ func Open(path string, o Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
-	ctx := o.Context
-	if ctx <= 0 || ctx > f.Config.Context {
-		ctx = f.Config.Context
+	layout, ok := kvcache.Layouts[o.KVLayout]
+	if o.KVLayout == "" {
+		layout, ok = kvcache.Unified, true
 	}
-	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress, CacheK: o.cacheK, CacheV: o.cacheV})
+	if !ok {
+		m.Close()
+		return nil, fmt.Errorf("KV layout %q: want unified or per-stream", o.KVLayout)
+	}
+	ctx := ContextSize(o.Context, f.Config.Context)
+	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress, CacheK: o.cacheK, CacheV: o.cacheV,
+		Seqs: o.Seqs, Layout: layout})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	m.Model = lm
-	m.closers = append(m.closers, lm.Close)
+	m.Engine = engine.New(lm)
+	m.closers = append(m.closers, m.Engine.Close)
 	m.Config = lm.Config()
 	m.LoadTime = time.Since(start)
 	c := m.Config
-	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d, kv cache %v/%v",
-		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, o.cacheK, o.cacheV)
+	seqs := ""
+	if n := lm.Seqs(); n > 1 {
+		seqs = fmt.Sprintf(" (%d sequences, %v)", n, layout)
+	}
+	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %v/%v",
+		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs, o.cacheK, o.cacheV)
 	return m, nil
 }
 
@@ -178,4 +203,14 @@ func (m *Model) IsEOG(id int32) bool {
 		return true
 	}
 	return slices.Contains(m.eos, id)
+}
+
+// ContextSize is the number of KV cells a -c of c gives a model trained on
+// trained positions: c rounded up to a multiple of 32, as llama.cpp pads
+// n_ctx, and at most trained (0 or more than trained: trained).
+func ContextSize(c, trained int) int {
+	if c <= 0 || c > trained {
+		return trained
+	}
+	return min((c+31)/32*32, trained)
 }

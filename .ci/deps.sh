@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages glint builds and tests with: the OpenCL
-# headers and ICD loader for the cgo binding, PoCL as the OpenCL device, and
-# npm (for `make onnxruntime`) where it is missing, and tmux, in which the
-# chat tests drive `generate chat` as a person would.
+# headers and ICD loader for the cgo binding; two CPU OpenCL devices, PoCL
+# and Mesa's rusticl (mesa-opencl-icd: its llvmpipe device, which the tests
+# enable with RUSTICL_ENABLE=llvmpipe), so that every kernel is built and
+# checked by two OpenCL compilers; npm (for `make onnxruntime`) where it is
+# missing; and tmux, in which the chat tests drive `generate chat` as a
+# person would.
 set -euo pipefail
-pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo tmux)
+pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd mesa-opencl-icd clinfo tmux)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -140,7 +140,9 @@ type Backend interface {
 	// CopySlice copies count elements from src at element srcOff to dst at
 	// element dstOff (the KV-cache append). src and dst have one type, or src
 	// is F32 and dst F16 (an f16 KV cache): each value then rounds to the
-	// nearest f16, ties to even, as ggml's F32→F16 copy does.
+	// nearest f16, ties to even, as ggml's F32→F16 copy does; or src is F16
+	// and dst F32, which widens exactly (an f16 cache read back for a
+	// K-shift).
 	CopySlice(dst Tensor, dstOff int, src Tensor, srcOff, count int)
 	// Attention computes, for each of the first n query rows of q
 	// ([n, Heads·HeadDim]), softmax(q·Kᵀ·Scale)·V over the cache cells kv

@@ -37,13 +37,15 @@ func loadTiny(t *testing.T, b backend.Backend) *layers.Model {
 
 func logitsAfter(t *testing.T, m engine.Model, tokens ...[]int32) []float32 {
 	t.Helper()
+	pos := 0
 	for _, tok := range tokens {
-		if err := m.Eval(tok); err != nil {
+		if err := m.Decode(engine.Batch(0, pos, tok)); err != nil {
 			t.Fatal(err)
 		}
+		pos += len(tok)
 	}
 	out := make([]float32, m.Vocab())
-	if err := m.Logits(out); err != nil {
+	if err := m.Logits(0, out); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -67,7 +69,7 @@ func TestProfiledForwardsAndCounts(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatal("logits through the profiled backend differ from the bare backend's")
 	}
-	if _, err := m.Argmax(); err != nil {
+	if err := m.Argmax(make([]int32, 1)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -83,7 +85,7 @@ func TestProfiledForwardsAndCounts(t *testing.T) {
 			t.Errorf("kind %q is not in OpKinds", k)
 		}
 	}
-	// Two Evals gather embeddings twice; one Argmax call launches one argmax.
+	// Two Decodes gather embeddings twice; one Argmax call launches one argmax.
 	if calls[backend.OpEmbedding] != 2 || calls[backend.OpArgmax] != 1 {
 		t.Errorf("embedding %d, argmax %d calls: want 2 and 1", calls[backend.OpEmbedding], calls[backend.OpArgmax])
 	}
@@ -93,7 +95,7 @@ func TestProfiledForwardsAndCounts(t *testing.T) {
 		t.Errorf("after Reset: %v, %v", p.Profile(), p.Calls())
 	}
 	p.SetEnabled(false)
-	m.Reset()
+	m.SeqRemove(0, -1, -1)
 	logitsAfter(t, m, []int32{1, 2, 3})
 	if len(p.Profile()) != 0 {
 		t.Errorf("disabled wrapper recorded %v", p.Profile())

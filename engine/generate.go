@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ type Options struct {
 	// device (Model.Argmax) unless logits are dumped.
 	Sampler *sample.Sampler
 	// Stop reports whether a generated token ends the generation (EOS/EOT);
-	// the stop token is neither emitted nor counted.
+	// the stop token is neither emitted, counted nor kept in the session.
 	Stop func(id int32) bool
 	// OnToken receives each generated token as soon as it is chosen; an
 	// error wrapping ErrStop ends the generation normally (a stop string).
@@ -27,11 +28,8 @@ type Options struct {
 	// DumpLogits, when set, receives each step's logits (little-endian
 	// float32, one vocab-sized row per generated step).
 	DumpLogits io.Writer
-	// NoFinalFeed leaves the last generated token out of the cache, saving
-	// one forward pass where nothing continues from it: benchmarks count N
-	// tokens as N-1 decode steps, as llama-bench does. By default the cache
-	// holds every chosen token, so a later call continues where this one ended.
-	NoFinalFeed bool
+	// Session configures the session Generate opens (context shift).
+	Session SessionOptions
 }
 
 // Timing is what one generation measured. TTFT runs from the prompt going in
@@ -44,8 +42,10 @@ type Timing struct {
 	TTFT         time.Duration
 	Gaps         []time.Duration
 	// ContextFull: generation ended because the next token had no room in
-	// the context (there is no context shift yet).
+	// the context (context shift off, or unable to make room).
 	ContextFull bool
+	// Shifts counts the context shifts made.
+	Shifts int
 }
 
 // AvgTBT is the mean of the gaps (0 with fewer than two tokens).
@@ -60,47 +60,56 @@ func (t Timing) AvgTBT() time.Duration {
 	return s / time.Duration(len(t.Gaps))
 }
 
-// Generate feeds prompt to m, then generates up to o.MaxTokens tokens.
-func Generate(m Model, prompt []int32, o Options) (Timing, error) {
-	tm := Timing{PromptTokens: len(prompt)}
-	if len(prompt) == 0 {
-		return tm, fmt.Errorf("generate: empty prompt")
+// Generate opens a session on e, feeds it prompt and generates up to
+// o.MaxTokens tokens, then closes it.
+func Generate(ctx context.Context, e *Engine, prompt []int32, o Options) (Timing, error) {
+	s, err := e.NewSession(o.Session)
+	if err != nil {
+		return Timing{PromptTokens: len(prompt)}, err
 	}
-	if m.Pos()+len(prompt) > m.Context() {
-		return tm, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (-c)", len(prompt), m.Context())
+	defer s.Close()
+	return s.Generate(ctx, prompt, o)
+}
+
+// Generate feeds prompt to the session (after what it holds), then
+// generates up to o.MaxTokens tokens. The session keeps every token
+// chosen, so a later call continues where this one ended; the last one is
+// fed with the next call's first step. o.Session is not used (the
+// session's own options apply).
+func (s *Session) Generate(ctx context.Context, prompt []int32, o Options) (tm Timing, err error) {
+	tm.PromptTokens = len(prompt)
+	shifts := s.shifts
+	defer func() { tm.Shifts = s.shifts - shifts }()
+	if len(prompt) == 0 && s.Len() == 0 {
+		return tm, errors.New("generate: empty prompt")
+	}
+	if ctxLen := s.e.Context(); s.Len()+len(prompt) > ctxLen && (!s.opts.ContextShift || len(prompt) >= ctxLen) {
+		return tm, fmt.Errorf("generate: prompt of %d tokens after %d does not fit the context of %d (-c)", len(prompt), s.Len(), ctxLen)
 	}
 	useDevice := o.Sampler == nil || (o.Sampler.Greedy() && o.DumpLogits == nil)
 	var logits []float32
 	var row []byte
 	if !useDevice {
-		logits = make([]float32, m.Vocab())
+		logits = make([]float32, s.e.Vocab())
 	}
 	if o.DumpLogits != nil {
-		row = make([]byte, 4*m.Vocab())
+		row = make([]byte, 4*s.e.Vocab())
 	}
-	history := make([]int32, 0, len(prompt)+o.MaxTokens)
-	history = append(history, prompt...)
-
 	start := time.Now()
 	last := start
-	batch := prompt
+	if err := s.Prefill(ctx, prompt); err != nil {
+		return tm, contextFull(&tm, err)
+	}
 	for len(tm.Generated) < o.MaxTokens {
-		if m.Pos()+len(batch) > m.Context() {
-			tm.ContextFull = true
-			break // the context is full: stop as llama.cpp does without shifting
-		}
-		if err := m.Eval(batch); err != nil {
-			return tm, err
-		}
 		var id int32
 		if useDevice {
 			var err error
-			if id, err = m.Argmax(); err != nil {
-				return tm, err
+			if id, err = s.Next(ctx, nil); err != nil {
+				return tm, contextFull(&tm, err)
 			}
 		} else {
-			if err := m.Logits(logits); err != nil {
-				return tm, err
+			if err := s.Logits(ctx, logits); err != nil {
+				return tm, contextFull(&tm, err)
 			}
 			if o.DumpLogits != nil {
 				for i, v := range logits {
@@ -110,9 +119,11 @@ func Generate(m Model, prompt []int32, o Options) (Timing, error) {
 					return tm, fmt.Errorf("generate: dump logits: %w", err)
 				}
 			}
-			id = o.Sampler.Sample(logits, history)
+			id = o.Sampler.Sample(logits, s.history)
+			s.appendChosen(id)
 		}
 		if o.Stop != nil && o.Stop(id) {
+			s.dropChosen()
 			break
 		}
 		now := time.Now()
@@ -123,8 +134,6 @@ func Generate(m Model, prompt []int32, o Options) (Timing, error) {
 		}
 		last = now
 		tm.Generated = append(tm.Generated, id)
-		history = append(history, id)
-		batch = history[len(history)-1:]
 		if o.OnToken != nil {
 			if err := o.OnToken(id); err != nil {
 				if errors.Is(err, ErrStop) {
@@ -134,12 +143,56 @@ func Generate(m Model, prompt []int32, o Options) (Timing, error) {
 			}
 		}
 	}
-	// Only a loop that ran out of MaxTokens leaves its last token unfed: a
-	// stop token is not part of the text, and a full context has no room.
-	if !o.NoFinalFeed && len(tm.Generated) == o.MaxTokens && o.MaxTokens > 0 && m.Pos()+1 <= m.Context() {
-		if err := m.Eval(batch); err != nil {
-			return tm, err
+	return tm, nil
+}
+
+// contextFull turns a full context into the timing's flag: generation ends
+// there normally, as llama.cpp's does without a context shift.
+func contextFull(tm *Timing, err error) error {
+	if errors.Is(err, ErrContextFull) {
+		tm.ContextFull = true
+		return nil
+	}
+	return err
+}
+
+// appendChosen appends a token the caller chose, to be fed with the next
+// step (as Next does with its own choice).
+func (s *Session) appendChosen(id int32) {
+	s.hasLogits, s.hasBest = false, false
+	s.pending = append(s.pending, id)
+	s.history = append(s.history, id)
+}
+
+// dropChosen takes back the token just chosen (a stop token).
+func (s *Session) dropChosen() {
+	s.pending = s.pending[:len(s.pending)-1]
+	s.history = s.history[:len(s.history)-1]
+}
+
+// Forward is the past/present form of a session: it runs ids after past (a
+// State, or nil for none) and returns the last token's logits and the
+// state after them (present). Positions continue at past's length, so a
+// sequence fed in chunks through Forward gives the logits of feeding it
+// whole, and the cache's causal mask sees past and chunk alike.
+func (e *Engine) Forward(ctx context.Context, past []byte, ids []int32) (logits []float32, present []byte, err error) {
+	s, err := e.NewSession(SessionOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	if past != nil {
+		if err := s.LoadState(past); err != nil {
+			return nil, nil, err
 		}
 	}
-	return tm, nil
+	if err := s.Prefill(ctx, ids); err != nil {
+		return nil, nil, err
+	}
+	logits = make([]float32, e.Vocab())
+	if err := s.Logits(ctx, logits); err != nil {
+		return nil, nil, err
+	}
+	present, err = s.State()
+	return logits, present, err
 }

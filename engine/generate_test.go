@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"math"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 	"github.com/glint-llm/glint/sample"
 )
 
-// sleepy is a real model whose Eval takes at least a known time: prefill
+// sleepy is a real model whose Decode takes at least a known time: prefill
 // (more than one token) sleeps longer than a single-token step, so the
 // timings Generate reports can be checked against what must have elapsed.
 type sleepy struct {
@@ -25,20 +26,26 @@ type sleepy struct {
 	prefill, gen time.Duration
 }
 
-func (s sleepy) Eval(tokens []int32) error {
-	if len(tokens) > 1 {
+func (s sleepy) Decode(batch []engine.Item) error {
+	if len(batch) > 1 {
 		time.Sleep(s.prefill)
 	} else {
 		time.Sleep(s.gen)
 	}
-	return s.Model.Eval(tokens)
+	return s.Model.Decode(batch)
 }
 
 // tinyModel loads a synthetic tiny F32 Llama on the CPU backend.
-func tinyModel(t *testing.T) engine.Model {
+func tinyModel(t *testing.T) *layers.Model {
+	return synthModel(t, "F32", 3, layers.Options{Context: 64})
+}
+
+// synthModel writes the tiny synthetic Llama of weight type typ and seed and
+// loads it on a CPU backend of one thread.
+func synthModel(t testing.TB, typ string, seed uint64, o layers.Options) *layers.Model {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := synth.WriteGGUF(p, synth.Options{Shape: "tiny", Type: "F32", Seed: 3, Std: 0.2}); err != nil {
+	if err := synth.WriteGGUF(p, synth.Options{Shape: "tiny", Type: typ, Seed: seed, Std: 0.2}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := load.Open(p)
@@ -48,12 +55,30 @@ func tinyModel(t *testing.T) engine.Model {
 	t.Cleanup(func() { f.Close() })
 	b := cpu.New(1)
 	t.Cleanup(func() { b.Close() })
-	m, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: 64})
+	m, err := layers.Load(b, f.Config, f.Source, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// newEngine starts an engine over m, closed with the test.
+func newEngine(t testing.TB, m engine.Model) *engine.Engine {
+	e := engine.New(m)
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// newSession opens a session, closed with the test.
+func newSession(t testing.TB, e *engine.Engine, o engine.SessionOptions) *engine.Session {
+	t.Helper()
+	s, err := e.NewSession(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // The numbers are honest: TTFT covers prefill, and the gaps are the time
@@ -63,7 +88,7 @@ func tinyModel(t *testing.T) engine.Model {
 // loaded machine cannot make it flaky.
 func TestTimingIsHonest(t *testing.T) {
 	const prefill, gen = 150 * time.Millisecond, 15 * time.Millisecond
-	m := sleepy{Model: tinyModel(t), prefill: prefill, gen: gen}
+	e := newEngine(t, sleepy{Model: tinyModel(t), prefill: prefill, gen: gen})
 	prompt := []int32{1, 5, 9, 12}
 	tests := []struct {
 		name     string
@@ -78,13 +103,13 @@ func TestTimingIsHonest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m.Reset()
+			s := newSession(t, e, engine.SessionOptions{})
 			calls := 0
 			o := engine.Options{MaxTokens: tc.max, Stop: func(int32) bool {
 				calls++
 				return calls == tc.stopAt
 			}}
-			tm, err := engine.Generate(m, prompt, o)
+			tm, err := s.Generate(context.Background(), prompt, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,8 +142,8 @@ func TestTimingIsHonest(t *testing.T) {
 					t.Errorf("AvgTBT %v, want the mean %v", avg, sum/time.Duration(len(tm.Gaps)))
 				}
 			}
-			if m.Pos() != len(prompt)+tc.wantToks {
-				t.Errorf("cache holds %d positions after %d prompt + %d generated tokens", m.Pos(), len(prompt), tc.wantToks)
+			if s.Len() != len(prompt)+tc.wantToks {
+				t.Errorf("session holds %d tokens after %d prompt + %d generated tokens", s.Len(), len(prompt), tc.wantToks)
 			}
 		})
 	}
@@ -126,31 +151,32 @@ func TestTimingIsHonest(t *testing.T) {
 
 // TestContinueMatchesOneRun: generating N tokens and then continuing with a
 // new token gives what one run over the whole text gives, which needs the
-// cache to hold the N-th chosen token. The continuation feeds one token at a
-// time, the single run prefills them together; on F32 the logits agree to
+// session to keep the N-th chosen token. The continuation feeds one token at
+// a time, the single run prefills them together; on F32 the logits agree to
 // rounding (1e-4).
 func TestContinueMatchesOneRun(t *testing.T) {
-	m := tinyModel(t)
+	e := newEngine(t, synthModel(t, "F32", 3, layers.Options{Context: 64, Seqs: 2}))
+	s := newSession(t, e, engine.SessionOptions{})
+	ctx := context.Background()
 	prompt := []int32{1, 5, 9, 12}
 	const n, more = 5, 6
-	first, err := engine.Generate(m, prompt, engine.Options{MaxTokens: n})
+	first, err := s.Generate(ctx, prompt, engine.Options{MaxTokens: n})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Pos() != len(prompt)+n {
-		t.Fatalf("cache holds %d positions after %d prompt + %d generated tokens", m.Pos(), len(prompt), n)
+	if s.Len() != len(prompt)+n {
+		t.Fatalf("session holds %d tokens after %d prompt + %d generated tokens", s.Len(), len(prompt), n)
 	}
 	next := []int32{7}
 	var contLogits bytes.Buffer
-	cont, err := engine.Generate(m, next, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()), DumpLogits: &contLogits})
+	cont, err := s.Generate(ctx, next, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, e.Vocab()), DumpLogits: &contLogits})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	m.Reset()
 	whole := append(append(append([]int32{}, prompt...), first.Generated...), next...)
 	var oneLogits bytes.Buffer
-	one, err := engine.Generate(m, whole, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()), DumpLogits: &oneLogits})
+	one, err := engine.Generate(ctx, e, whole, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, e.Vocab()), DumpLogits: &oneLogits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,16 @@ kernel void copy_f32_f16(global half* dst, ulong dstOff, global const float* src
 	vstore_half_rte(src[srcOff + k], dstOff + k, dst);
 }
 
+// copy_f16_f32 widens F16 elements to F32, exactly: an f16 KV cache read
+// into F32 rows for a K-shift (llama.cpp's rope over its f16 cache works in
+// float and rounds back).
+kernel void copy_f16_f32(global float* dst, ulong dstOff, global const half* src, ulong srcOff, int count) {
+	int k = get_global_id(0);
+	if (k >= count)
+		return;
+	dst[dstOff + k] = vload_half(srcOff + k, src);
+}
+
 // f16_bits is x rounded to the nearest half, ties to even, as bits (the
 // index of ggml's F16 tables).
 inline ushort f16_bits(float x) {

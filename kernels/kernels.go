@@ -25,6 +25,8 @@ var (
 	elementwise string
 	//go:embed attention.cl
 	attention string
+	//go:embed fused.cl
+	fused string
 )
 
 // File is one source file.
@@ -44,6 +46,7 @@ func Files() []File {
 		{"rope.cl", rope},
 		{"elementwise.cl", elementwise},
 		{"attention.cl", attention},
+		{"fused.cl", fused},
 	}
 }
 

@@ -2,15 +2,21 @@
 // Launch: global (L, n), local (L, 1); red holds L floats (argmax: L ints
 // more in redi).
 
-// rms_norm: dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w, in
-// ggml's operations where the device has fp64 (cl_khr_fp64, optional):
-// float squares summed in double, the mean rounded to float, sqrt in double
-// rounded to float, its reciprocal (correctly rounded, div_rn), then
-// (x·scale)·w. A double sum of float squares is exact or within 2⁻⁵³ in any
-// order, so the row's scale is the CPU backend's (and llama.cpp's) to the
-// bit. Without fp64 the sum is float. red holds L doubles (8·L bytes).
+// rms_scale is 1/sqrt(mean(xr²) + eps) for a row of cols floats, in
+// ggml's operations: float squares summed in double, the mean rounded to
+// float, sqrt in double rounded to float, its reciprocal correctly rounded
+// (div_rn, quant.cl). A double sum of float squares is exact or within 2⁻⁵³
+// in any order, so the scale is the CPU backend's (and llama.cpp's) to the
+// bit. Where the device has no fp64 (cl_khr_fp64 is optional) the sum is a
+// float-float pair (ff_add: the exact sum to about 2⁻⁴⁸), the
+// mean its quotient rounded once (ff_div) and sqrt correctly rounded
+// (sqrt_rn): the same float values but where the exact result lies within
+// a tiny fraction of an ulp of a rounding boundary. Every work-item of the
+// group must call it (it has barriers); red holds get_local_size(0) RMS_RED
+// values (8 bytes each either way) and every work-item gets the scale.
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define RMS_RED double
 
 inline double wg_sum_d(local double* red, double v) {
 	int lid = get_local_id(0);
@@ -26,11 +32,8 @@ inline double wg_sum_d(local double* red, double v) {
 	return r;
 }
 
-kernel void rms_norm(global float* dst, global const float* x, global const float* w,
-		int cols, float eps, local double* red) {
-	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
-	global const float* xr = x + (ulong)i * cols;
-	global float* dr = dst + (ulong)i * cols;
+inline float rms_scale(local double* red, global const float* xr, int cols, float eps) {
+	int lid = get_local_id(0), ls = get_local_size(0);
 	double s = 0.0;
 	for (int k = lid; k < cols; k += ls) {
 		float sq = xr[k] * xr[k];
@@ -38,27 +41,87 @@ kernel void rms_norm(global float* dst, global const float* x, global const floa
 	}
 	s = wg_sum_d(red, s);
 	float mean = (float)(s / cols);
-	float scale = div_rn(1.0f, (float)sqrt((double)(mean + eps)));
+	return div_rn(1.0f, (float)sqrt((double)(mean + eps)));
+}
+#else
+#define RMS_RED float2
+
+// ff_add adds c to the float-float pair a = (hi, lo), whose value is
+// hi + lo: Knuth's TwoSum finds the rounding error of hi + c exactly (IEEE
+// arithmetic, no contraction), and lo collects those errors.
+inline float2 ff_add(float2 a, float c) {
+#pragma OPENCL FP_CONTRACT OFF
+	float s = a.x + c;
+	float bp = s - a.x;
+	float e = (a.x - (s - bp)) + (c - bp);
+	return (float2)(s, a.y + e);
+}
+
+// ff_merge adds two pairs: TwoSum of the highs, the lows added.
+inline float2 ff_merge(float2 a, float2 b) {
+	float2 r = ff_add(a, b.x);
+	return (float2)(r.x, r.y + b.y);
+}
+
+// ff_div is the float nearest (s.x + s.y)/c for a float-float s: the
+// remainder of the rounded quotient q is exact (fma), and adding its share
+// moves q to the nearest float unless the quotient is within a tiny
+// fraction of an ulp of halfway.
+inline float ff_div(float2 s, float c) {
+#pragma OPENCL FP_CONTRACT OFF
+	float q = div_rn(s.x, c);
+	float r = fma(-q, c, s.x) + s.y;
+	return q + r / c;
+}
+
+// sqrt_rn is sqrt(v) correctly rounded (as sqrt in double then rounded to
+// float): with CORRECT_DIV the build asks for a correctly rounded sqrt;
+// otherwise one Newton step from OpenCL's sqrt (≤ 3 ulp) on its exact
+// residual, the square root of a float never lying halfway between two.
+inline float sqrt_rn(float v) {
+#ifdef CORRECT_DIV
+	return sqrt(v);
+#else
+	float r = sqrt(v);
+	if (!(v > 0.0f) || isinf(v))
+		return r;
+	return fma(fma(-r, r, v), 0.5f / r, r);
+#endif
+}
+
+inline float rms_scale(local float2* red, global const float* xr, int cols, float eps) {
+	int lid = get_local_id(0), ls = get_local_size(0);
+	float2 s = 0.0f;
+	for (int k = lid; k < cols; k += ls) {
+		float sq = xr[k] * xr[k];
+		s = ff_add(s, sq);
+	}
+	red[lid] = s;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int h = ls / 2; h > 0; h >>= 1) {
+		if (lid < h)
+			red[lid] = ff_merge(red[lid], red[lid + h]);
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	s = red[0];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	float mean = ff_div(s, (float)cols);
+	return div_rn(1.0f, sqrt_rn(mean + eps));
+}
+#endif
+
+// rms_norm: dst[i, :] = x[i, :] · rms_scale(x[i, :]) · w, as ggml: (x·scale)·w.
+kernel void rms_norm(global float* dst, global const float* x, global const float* w,
+		int cols, float eps, local RMS_RED* red) {
+	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+	global const float* xr = x + (ulong)i * cols;
+	global float* dr = dst + (ulong)i * cols;
+	float scale = rms_scale(red, xr, cols, eps);
 	for (int k = lid; k < cols; k += ls) {
 		float xs = xr[k] * scale;
 		dr[k] = xs * w[k];
 	}
 }
-#else
-kernel void rms_norm(global float* dst, global const float* x, global const float* w,
-		int cols, float eps, local float* red) {
-	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
-	global const float* xr = x + (ulong)i * cols;
-	global float* dr = dst + (ulong)i * cols;
-	float s = 0.0f;
-	for (int k = lid; k < cols; k += ls)
-		s += xr[k] * xr[k];
-	s = wg_sum(red, s);
-	float scale = 1.0f / sqrt(s / (float)cols + eps);
-	for (int k = lid; k < cols; k += ls)
-		dr[k] = xr[k] * scale * w[k];
-}
-#endif
 
 // softmax normalises each row in place, subtracting the row's maximum first
 // so that exp never overflows.

@@ -25,7 +25,9 @@ inline float div_rn(float a, float b) {
 #else
 	float q = a / b;
 	float r = fma(-q, b, a);
-	return fma(r, 1.0f / b, q);
+	// A zero remainder leaves q exact (and its zero's sign right); an
+	// infinite b or quotient makes the remainder NaN, and q is right then.
+	return isfinite(r) && r != 0.0f ? fma(r, 1.0f / b, q) : q;
 #endif
 }
 
@@ -36,12 +38,11 @@ inline int isum16(int16 v) {
 	return c.x + c.y;
 }
 
-// quant_block32 quantises the 32 floats at x + off to xq + off as ggml's
-// x86 quantize_row_q8_0 does: d = f16(amax/127), q = rint(x·(127/amax)). It
-// returns d; *dr gets amax/127 before the f16 rounding and *sum Σq, which
-// Q8_1 needs.
-inline float quant_block32(global const float* x, global char* xq, ulong off, float* dr, int* sum) {
-	float16 v0 = vload16(0, x + off), v1 = vload16(0, x + off + 16);
+// quant_v32 rounds 32 floats v0, v1 to Q8_0 as ggml's x86
+// quantize_row_q8_0 does: d = f16(amax/127), q = rint(x·(127/amax)). It
+// returns d and the quants in *q0, *q1; *dr gets amax/127 before the f16
+// rounding and *sum Σq, which Q8_1 needs.
+inline float quant_v32(float16 v0, float16 v1, char16* q0, char16* q1, float* dr, int* sum) {
 	float16 a = fmax(fabs(v0), fabs(v1));
 	float8 a8 = fmax(a.lo, a.hi);
 	float4 a4 = fmax(a8.lo, a8.hi);
@@ -55,10 +56,18 @@ inline float quant_block32(global const float* x, global char* xq, ulong off, fl
 		id = div_rn(127.0f, amax);
 	}
 	// |x·id| ≤ 127 (up to rounding, which rint undoes): no saturation.
-	char16 q0 = convert_char16(rint(v0 * id)), q1 = convert_char16(rint(v1 * id));
+	*q0 = convert_char16(rint(v0 * id));
+	*q1 = convert_char16(rint(v1 * id));
+	*sum = isum16(convert_int16(*q0) + convert_int16(*q1));
+	return d;
+}
+
+// quant_block32 is quant_v32 of the 32 floats at x + off, stored to xq + off.
+inline float quant_block32(global const float* x, global char* xq, ulong off, float* dr, int* sum) {
+	char16 q0, q1;
+	float d = quant_v32(vload16(0, x + off), vload16(0, x + off + 16), &q0, &q1, dr, sum);
 	vstore16(q0, 0, xq + off);
 	vstore16(q1, 0, xq + off + 16);
-	*sum = isum16(convert_int16(q0) + convert_int16(q1));
 	return d;
 }
 
@@ -755,6 +764,24 @@ inline wu_iq4_xs wload_iq4_xs(global const uchar* row, int u) {
 			dst[(ulong)(i0 + t) * M + o] = VALUE(T, acc[t]);                                   \
 	}
 
+// X1(T, XD, b) is activation block b's second float (Q8_1's sum), or 0.
+#define X1(T, XD, b) (XDN_##T > 1 ? (XD)[(b) * XDN_##T + 1] : 0.0f)
+
+// mvq_T: LANES_MV_ROW of R rows × S lanes per
+// work-group, activations from xq/xd.
+#define DEFINE_MVQ_KERNEL(T, ROW)                                                              \
+	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
+			global const float* xd, global float* dst, int K, int M, int S, local int* li) {   \
+		int lid = get_local_id(0);                                                             \
+		int r = lid / S, lane = lid - r * S;                                                   \
+		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
+		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
+		float v;                                                                               \
+		ROW(T, row, xq, xd, v)                                                                 \
+		if (lane == 0 && o < M)                                                                \
+			dst[o] = v;                                                                        \
+	}
+
 // ---- ggml's x86 lanes (see LDOT_T). A row's dot product
 // keeps eight float lanes; block by block, in order, each lane adds its
 // exact integer sum L times d = dx·dw with one fused multiply-add (OpenCL's
@@ -840,20 +867,21 @@ inline float lanes_value(int kind, lacc s) {
 
 // lanes_mv_block is lanes_block for block b of nb in decode, where IQ4_NL
 // pairs its blocks: odd blocks go to s2.
+// x0 and x1 are the activation block's first two floats (x1: Q8_1's sum).
 inline void lanes_mv_block(int kind, lacc* s, lacc* s2, int b, int nb, int8 L, int8 P,
-		global const float* xp, float2 dm) {
+		float x0, float x1, float2 dm) {
 #pragma OPENCL FP_CONTRACT OFF
 	if (kind != LK_NL) {
-		lanes_block(kind, s, L, P, xp[0], kind == LK_Q81 ? xp[1] : 0.0f, dm);
+		lanes_block(kind, s, L, P, x0, kind == LK_Q81 ? x1 : 0.0f, dm);
 		return;
 	}
 	if ((nb & 1) && b == nb - 1) {
 		int4 l4 = L.lo + L.hi;
 		int2 l2 = l4.lo + l4.hi;
-		s->m.x = fma(xp[0] * dm.x, (float)(l2.x + l2.y), s->m.x);
+		s->m.x = fma(x0 * dm.x, (float)(l2.x + l2.y), s->m.x);
 		return;
 	}
-	lanes_block(LK_32, (b & 1) ? s2 : s, L, P, xp[0], 0.0f, dm);
+	lanes_block(LK_32, (b & 1) ? s2 : s, L, P, x0, 0.0f, dm);
 }
 
 // lanes_mv_value is lanes_value in decode: the 32-element types add the
@@ -871,13 +899,14 @@ inline float lanes_mv_value(int kind, lacc s, lacc s2) {
 #define LREC 20
 
 // lanes_scales is a block's d = dx·dw and, per kind, dmin = -dx·mw or (LK_Q81)
-// mw and the Q8_1 sum s: xp points at the activation block's floats, dm
-// holds the weight block's f16 d and min.
-inline float4 lanes_scales(int kind, global const float* xp, float2 dm) {
+// mw and the Q8_1 sum s: x0 and x1 are the activation block's first two
+// floats (its scale and, for Q8_1, its sum), dm the weight block's f16 d
+// and min.
+inline float4 lanes_scales(int kind, float x0, float x1, float2 dm) {
 #pragma OPENCL FP_CONTRACT OFF
 	if (kind == LK_Q81)
-		return (float4)(xp[0] * dm.x, dm.y, xp[1], 0.0f);
-	return (float4)(xp[0] * dm.x, -xp[0] * dm.y, 0.0f, 0.0f);
+		return (float4)(x0 * dm.x, dm.y, x1, 0.0f);
+	return (float4)(x0 * dm.x, -x0 * dm.y, 0.0f, 0.0f);
 }
 
 // lanes_chain is one lane l of mvq_T's GPU path: it adds n blocks from b0 on
@@ -956,86 +985,93 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 					LK_##T == LK_Q81 ? XP(T, t)[1] : 0.0f, dm);                                \
 	}
 
-// mvq_T for the lanes types. A CPU device (S = 1) runs each row's blocks in
-// order in one work-item. On a GPU the S work-items of a row compute the
-// integer lane sums of a chunk of max(S, UPB_T) units at once (one unit
-// each: the row's weights are read in parallel, coalesced) into local
-// memory; then eight of them, one per lane, run the chunk's short chain of
-// fused multiply-adds (the only sequential part, one per block); lane 0
-// reduces the lanes at the end.
-#define DEFINE_LANES_MATMUL_KERNELS(T)                                                         \
-	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
-			global const float* xd, global float* dst, int K, int M, int S, local int* li) {   \
-		int lid = get_local_id(0);                                                             \
-		int r = lid / S, lane = lid - r * S;                                                   \
-		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
-		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
+// LANES_MV_ROW(T, row, XQ, XD, out) sets out to the dot product of a
+// matrix row (at row, K elements of type T) with one activation row whose
+// quants and floats are at XQ and XD (global or local memory), for the
+// lanes types; on a GPU (S > 1) only in lane 0. A CPU device (S = 1) runs
+// the row's blocks in order in one work-item. On a GPU the S work-items of
+// a row compute the integer lane sums of a chunk of max(S, UPB_T) units at
+// once (one unit each: the row's weights are read in parallel, coalesced)
+// into local memory; then eight of them, one per lane, run the chunk's
+// short chain of fused multiply-adds (the only sequential part, one per
+// block); lane 0 reduces the lanes at the end. Every work-item of the group
+// must run it (barriers), with K, M (the matrix's rows, which decide
+// LK_q4_0), S, lane, r (the row's index in the group) and li (16·R·max(S,
+// UPB_T) ints of local memory, R rows to a group) in scope.
+#define LANES_MV_ROW(T, row, XQ, XD, out)                                                      \
+	{                                                                                          \
 		const int U = K / QU_##T, nb = U / UPB_##T;                                            \
 		lacc s, s2;                                                                            \
 		LACC_INIT(s);                                                                          \
 		LACC_INIT(s2);                                                                         \
 		if (S == 1) {                                                                          \
 			for (int b = 0; b < nb; b++) {                                                     \
-				global const float* xp = xd + b * XDN_##T;                                     \
 				int8 L = 0, P = 0;                                                             \
 				for (int u = b * UPB_##T; u < (b + 1) * UPB_##T; u++) {                        \
 					wu_##T wu = wload_##T(row, u);                                             \
-					L += LDOT_##T(wu, xq + XOFF_##T(u), u);                                    \
-					P += PDOT_##T(wu, xp, u);                                                  \
+					L += LDOT_##T(wu, (XQ) + XOFF_##T(u), u);                                  \
+					P += PDOT_##T(wu, (XD) + b * XDN_##T, u);                                  \
 				}                                                                              \
-				lanes_mv_block(LK_##T, &s, &s2, b, nb, L, P, xp, wdm(row, b, HDR_##T));        \
+				lanes_mv_block(LK_##T, &s, &s2, b, nb, L, P, (XD)[b * XDN_##T], X1(T, XD, b),  \
+						wdm(row, b, HDR_##T));                                                 \
 			}                                                                                  \
-			if (o < M)                                                                         \
-				dst[o] = lanes_mv_value(LK_##T, s, s2);                                        \
-			return;                                                                            \
-		}                                                                                      \
-		const int CU = max(S, UPB_##T), CB = CU / UPB_##T;                                     \
-		local int* my = li + r * CU * LREC;                                                    \
-		float a[8], a2[8], am[8], sm = 0.0f;                                                   \
-		_Pragma("unroll") for (int j = 0; j < 8; j++)                                          \
-			a[j] = a2[j] = am[j] = 0.0f;                                                       \
-		for (int c0 = 0; c0 < U; c0 += CU) {                                                   \
-			for (int i = lane; i < CU && c0 + i < U; i += S) {                                 \
-				int u = c0 + i;                                                                \
-				local int* e = my + LREC * i;                                                  \
-				global const float* xp = xd + XBLK_##T(u) * XDN_##T;                           \
-				wu_##T wu = wload_##T(row, u);                                                 \
-				vstore8(LDOT_##T(wu, xq + XOFF_##T(u), u), 0, e);                              \
-				if (LK_##T == LK_Q2K || LK_##T == LK_Q4K || LK_##T == LK_Q5K)                  \
-					vstore8(PDOT_##T(wu, xp, u), 0, e + 8);                                    \
-				if (u % UPB_##T == 0)                                                          \
-					vstore3(as_int3(lanes_scales(LK_##T, xp, wdm(row, u / UPB_##T, HDR_##T)).xyz), \
-							0, e + 16);                                                        \
+			out = lanes_mv_value(LK_##T, s, s2);                                               \
+		} else {                                                                               \
+			const int CU = max(S, UPB_##T), CB = CU / UPB_##T;                                 \
+			local int* my = li + r * CU * LREC;                                                \
+			float la[8], la2[8], lam[8], lsm = 0.0f;                                               \
+			_Pragma("unroll") for (int j = 0; j < 8; j++)                                      \
+				la[j] = la2[j] = lam[j] = 0.0f;                                                   \
+			for (int c0 = 0; c0 < U; c0 += CU) {                                               \
+				for (int i = lane; i < CU && c0 + i < U; i += S) {                             \
+					int u = c0 + i, xb = XBLK_##T(u);                                          \
+					local int* e = my + LREC * i;                                              \
+					wu_##T wu = wload_##T(row, u);                                             \
+					vstore8(LDOT_##T(wu, (XQ) + XOFF_##T(u), u), 0, e);                        \
+					if (LK_##T == LK_Q2K || LK_##T == LK_Q4K || LK_##T == LK_Q5K)              \
+						vstore8(PDOT_##T(wu, (XD) + xb * XDN_##T, u), 0, e + 8);               \
+					if (u % UPB_##T == 0)                                                      \
+						vstore3(as_int3(lanes_scales(LK_##T, (XD)[xb * XDN_##T], X1(T, XD, xb), \
+											   wdm(row, u / UPB_##T, HDR_##T))                 \
+											   .xyz),                                          \
+								0, e + 16);                                                    \
+				}                                                                              \
+				barrier(CLK_LOCAL_MEM_FENCE);                                                  \
+				int b0 = c0 / UPB_##T;                                                         \
+				/* Work-item lane runs lanes lane, lane + S, … (S < 8 for short rows). An */  \
+				/* if (lane < 8) for S ≥ 8 miscompiled on PoCL 3.1: every work-item then */   \
+				/* passed the final if. */                                                     \
+				for (int j = 0; lane + j * S < 8; j++)                                         \
+					lanes_chain(LK_##T, UPB_##T, my, lane + j * S, b0, min(CB, nb - b0), nb,   \
+							&la[j], &la2[j], &lam[j], &lsm);                                        \
+				barrier(CLK_LOCAL_MEM_FENCE);                                                  \
 			}                                                                                  \
+			/* my (≥ 2·LREC ints, as CU ≥ 2) takes the accumulators la, la2, lam, lsm. */       \
+			for (int j = 0; lane + j * S < 8; j++) {                                           \
+				int l = lane + j * S;                                                          \
+				my[l] = as_int(la[j]);                                                          \
+				my[8 + l] = as_int(la2[j]);                                                     \
+				if (l < 4)                                                                     \
+					my[16 + l] = as_int(lam[j]);                                                \
+			}                                                                                  \
+			if (lane == 0)                                                                     \
+				my[20] = as_int(lsm);                                                           \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-			int b0 = c0 / UPB_##T;                                                             \
-			/* Work-item lane runs lanes lane, lane + S, … (S < 8 for short rows). An */      \
-			/* if (lane < 8) for S ≥ 8 miscompiled on PoCL 3.1: every work-item then */       \
-			/* passed the final if. */                                                         \
-			for (int j = 0; lane + j * S < 8; j++)                                             \
-				lanes_chain(LK_##T, UPB_##T, my, lane + j * S, b0, min(CB, nb - b0), nb,       \
-						&a[j], &a2[j], &am[j], &sm);                                            \
+			out = 0.0f;                                                                        \
+			if (lane == 0) {                                                                   \
+				s.a = as_float8(vload8(0, my));                                                \
+				s2.a = as_float8(vload8(1, my));                                               \
+				s.m = as_float4(vload4(4, my));                                                \
+				s.m.x = LK_##T == LK_Q4K ? s.m.x : as_float(my[20]);                           \
+				out = lanes_mv_value(LK_##T, s, s2);                                           \
+			}                                                                                  \
+			/* The next row's records overwrite my. */                                         \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
 		}                                                                                      \
-		/* my (≥ 2·LREC ints, as CU ≥ 2) takes the accumulators: a, a2, am, sm. */           \
-		for (int j = 0; lane + j * S < 8; j++) {                                               \
-			int l = lane + j * S;                                                              \
-			my[l] = as_int(a[j]);                                                              \
-			my[8 + l] = as_int(a2[j]);                                                         \
-			if (l < 4)                                                                         \
-				my[16 + l] = as_int(am[j]);                                                    \
-		}                                                                                      \
-		if (lane == 0)                                                                         \
-			my[20] = as_int(sm);                                                               \
-		barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-		if (lane != 0 || o >= M)                                                               \
-			return;                                                                            \
-		s.a = as_float8(vload8(0, my));                                                        \
-		s2.a = as_float8(vload8(1, my));                                                       \
-		s.m = as_float4(vload4(4, my));                                                        \
-		s.m.x = LK_##T == LK_Q4K ? s.m.x : as_float(my[20]);                                   \
-		dst[o] = lanes_mv_value(LK_##T, s, s2);                                                \
-	}                                                                                          \
+	}
+
+#define DEFINE_LANES_MATMUL_KERNELS(T)                                                         \
+	DEFINE_MVQ_KERNEL(T, LANES_MV_ROW)                                                         \
 	MMQ_KERNELS(T, lacc, LACC_INIT, LANES_BLOCK, LANES_VALUE)
 
 DEFINE_LANES_MATMUL_KERNELS(q8_0)

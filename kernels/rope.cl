@@ -25,23 +25,34 @@
 #define ROPE_SIN(t) sin(t)
 #endif
 
+// rope_cs is pair j's cos and sin at position p.
+inline float2 rope_cs(int p, int j, float thetaScale, global const float* freqs, int hasFreqs, float freqScale,
+		float mscale) {
+	float theta = (float)p;
+	for (int k = 0; k < j; k++)
+		theta *= thetaScale;
+	if (hasFreqs)
+		theta = div_rn(theta, freqs[j]);
+	theta = freqScale * theta;
+	return (float2)(ROPE_COS(theta) * mscale, ROPE_SIN(theta) * mscale);
+}
+
+// rope_pair is (x0, x1) turned by cs.
+inline float2 rope_pair(float x0, float x1, float2 cs) {
+	return (float2)(fma(x0, cs.x, -(x1 * cs.y)), fma(x0, cs.y, x1 * cs.x));
+}
+
 kernel void rope(global float* x, int heads, int headDim, int dims,
 		global const int* pos, float thetaScale, global const float* freqs,
 		int hasFreqs, int neox, float freqScale, float mscale) {
 	int j = get_global_id(0), h = get_global_id(1), i = get_global_id(2);
 	if (j >= dims / 2)
 		return;
-	float theta = (float)pos[i];
-	for (int k = 0; k < j; k++)
-		theta *= thetaScale;
-	if (hasFreqs)
-		theta = div_rn(theta, freqs[j]);
-	theta = freqScale * theta;
-	float c = ROPE_COS(theta) * mscale, s = ROPE_SIN(theta) * mscale;
+	float2 cs = rope_cs(pos[i], j, thetaScale, freqs, hasFreqs, freqScale, mscale);
 	global float* hp = x + ((ulong)i * heads + h) * headDim;
 	int a = neox ? j : 2 * j;
 	int b = neox ? j + dims / 2 : 2 * j + 1;
-	float x0 = hp[a], x1 = hp[b];
-	hp[a] = fma(x0, c, -(x1 * s));
-	hp[b] = fma(x0, s, x1 * c);
+	float2 r = rope_pair(hp[a], hp[b], cs);
+	hp[a] = r.x;
+	hp[b] = r.y;
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/internal/fidelity"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
@@ -35,16 +36,6 @@ func openCache(t testing.TB, b backend.Backend, path string, ctx int, ct dtype.T
 	return m
 }
 
-func newOpenCL(t testing.TB) backend.Backend {
-	t.Helper()
-	b, err := opencl.New(opencl.Options{})
-	if err != nil {
-		t.Skipf("no OpenCL device (.ci/run installs PoCL): %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
-
 // The OpenCL backend gives the CPU backend's greedy ids on every model of
 // the llama.cpp records. Both are fed the CPU's choice at every step, so a
 // flip cannot derail what follows; a flip is acceptable only where the
@@ -56,22 +47,34 @@ func newOpenCL(t testing.TB) backend.Backend {
 // what must agree and 1 bounds only gross errors. F16 weights round their
 // activations to f16, and an f16 KV cache rounds K and V (keeping a flipped
 // value for later steps), the same way but by 16-bit steps: 2e-2 there.
+// It runs on every OpenCL device (internal/cltest); a second device runs
+// 16 steps over the default f16 cache only.
 func TestOpenCLMatchesCPU(t *testing.T) {
-	for _, rec := range fidelity.All(t) {
-		for _, ct := range []dtype.Type{dtype.F32, dtype.F16} {
-			t.Run(rec.Model+"/"+ct.String(), func(t *testing.T) {
-				testOpenCLMatchesCPU(t, rec, ct)
-			})
+	recs := fidelity.All(t)
+	cltest.Run(t, func(t *testing.T, d opencl.DeviceInfo) {
+		caches := []dtype.Type{dtype.F32, dtype.F16}
+		if cltest.Trim(t, d) {
+			caches = caches[1:]
 		}
-	}
+		for _, rec := range recs {
+			if cltest.Trim(t, d) {
+				rec = rec.Prefix(16)
+			}
+			for _, ct := range caches {
+				t.Run(rec.Model+"/"+ct.String(), func(t *testing.T) {
+					testOpenCLMatchesCPU(t, cltest.New(t, d), rec, ct)
+				})
+			}
+		}
+	})
 }
 
-func testOpenCLMatchesCPU(t *testing.T, rec fidelity.Record, ct dtype.Type) {
+func testOpenCLMatchesCPU(t *testing.T, g backend.Backend, rec fidelity.Record, ct dtype.Type) {
 	path := rec.Path(t)
 	c := cpu.New(2)
 	t.Cleanup(func() { c.Close() })
 	mc := openCache(t, c, path, 128, ct)
-	mg := openCache(t, newOpenCL(t), path, 128, ct)
+	mg := openCache(t, g, path, 128, ct)
 	quantized, half := weightKinds(t, path)
 	tol := 1e-3
 	if ct == dtype.F16 || half {
@@ -80,21 +83,16 @@ func testOpenCLMatchesCPU(t *testing.T, rec fidelity.Record, ct dtype.Type) {
 	if quantized {
 		tol = 1
 	}
-	lc, lg := make([]float32, mc.Vocab()), make([]float32, mc.Vocab())
+	sc, sg := &stream{m: mc}, &stream{m: mg}
 	batch := rec.PromptIDs
 	var worst float64
 	for step := 0; step < rec.NPredict; step++ {
-		for _, m := range []*layers.Model{mc, mg} {
-			if err := m.Eval(batch); err != nil {
+		for _, s := range []*stream{sc, sg} {
+			if err := s.eval(batch); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := mc.Logits(lc); err != nil {
-			t.Fatal(err)
-		}
-		if err := mg.Logits(lg); err != nil {
-			t.Fatal(err)
-		}
+		lc, lg := sc.logits(t), sg.logits(t)
 		for i := range lc {
 			worst = math.Max(worst, math.Abs(float64(lc[i]-lg[i])))
 		}
@@ -102,8 +100,8 @@ func testOpenCLMatchesCPU(t *testing.T, rec fidelity.Record, ct dtype.Type) {
 		if g := sample.Argmax(lg); g != top && gap >= 1e-3 {
 			t.Fatalf("step %d: opencl picks %d, cpu %d with a top-2 gap of %g", step, g, top, gap)
 		}
-		if dev, err := mg.Argmax(); err != nil || dev != sample.Argmax(lg) {
-			t.Fatalf("step %d: device argmax %d (%v), host argmax of its logits %d", step, dev, err, sample.Argmax(lg))
+		if dev := sg.argmax(t); dev != sample.Argmax(lg) {
+			t.Fatalf("step %d: device argmax %d, host argmax of its logits %d", step, dev, sample.Argmax(lg))
 		}
 		batch = []int32{top}
 	}

@@ -63,11 +63,11 @@ func TestHuggingFaceEqualsGGUF(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		if err := m.Eval(ig); err != nil {
+		s := &stream{m: m}
+		if err := s.eval(ig); err != nil {
 			t.Fatal(err)
 		}
-		logits[i] = make([]float32, m.Vocab())
-		m.Logits(logits[i])
+		logits[i] = s.logits(t)
 	}
 	var worst, scale float64
 	for i := range logits[0] {
@@ -108,13 +108,11 @@ func TestHuggingFaceEqualsGGUFArchs(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer m.Close()
-				if err := m.Eval(prompt); err != nil {
+				st := &stream{m: m}
+				if err := st.eval(prompt); err != nil {
 					t.Fatal(err)
 				}
-				logits[i] = make([]float32, m.Vocab())
-				if err := m.Logits(logits[i]); err != nil {
-					t.Fatal(err)
-				}
+				logits[i] = st.logits(t)
 			}
 			var worst float64
 			for i := range logits[0] {

@@ -9,8 +9,10 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/internal/fidelity"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
@@ -36,37 +38,25 @@ func openCPU(t testing.TB, path string, o layers.Options) *layers.Model {
 	return m
 }
 
-func greedy(t testing.TB, m engine.Model, prompt []int32, n int) []int32 {
-	t.Helper()
-	tm, err := engine.Generate(m, prompt, engine.Options{MaxTokens: n})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm.Generated
-}
-
 // stories260K against an independent float64 implementation of the forward
 // pass: F32 weights and F32 arithmetic differ from float64 by accumulated
 // rounding only, well inside 1e-4 on logits of magnitude ~10.
 func TestStories260KReference(t *testing.T) {
 	ref := fidelity.StoriesRef(t)
-	m := openCPU(t, ref.Path, layers.Options{Context: 512})
-	logits := make([]float32, m.Vocab())
+	m := openCPU(t, ref.Path, layers.Options{Context: 512, Seqs: 2})
+	s := &stream{m: m}
 	for pos, want := range ref.Logits {
-		if err := m.Eval(ref.IDs[pos : pos+1]); err != nil {
+		if err := s.eval(ref.IDs[pos : pos+1]); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Logits(logits); err != nil {
-			t.Fatal(err)
-		}
+		logits := s.logits(t)
 		for i := range want {
 			if d := math.Abs(float64(logits[i] - want[i])); d > 1e-4 {
 				t.Fatalf("position %d logit %d: %g, want %g (|Δ| %g > 1e-4)", pos, i, logits[i], want[i], d)
 			}
 		}
 	}
-	m.Reset()
-	got := greedy(t, m, ref.IDs[:1], ref.NGenerated)
+	got := greedy(t, &stream{m: m, seq: 1}, ref.IDs[:1], ref.NGenerated)
 	want := ref.IDs[1:]
 	for i := range want {
 		if i >= len(got) || got[i] != want[i] {
@@ -75,21 +65,29 @@ func TestStories260KReference(t *testing.T) {
 	}
 }
 
-// Every llama.cpp record, on the CPU and on OpenCL: the tokenizer gives its
-// prompt ids and greedy decoding its generated ids (near-ties excepted, see
-// fidelity.NearTie), with an f16 KV cache as llama.cpp had.
+// Every llama.cpp record, on the CPU and on every OpenCL device: the
+// tokenizer gives its prompt ids and greedy decoding its generated ids
+// (near-ties excepted, see fidelity.NearTie), with an f16 KV cache as
+// llama.cpp had. A second OpenCL device checks the first 16 ids only.
 func TestLlamaCppGreedy(t *testing.T) {
-	backends := map[string]func(t *testing.T) backend.Backend{
-		"cpu":    func(*testing.T) backend.Backend { return cpu.New(2) },
-		"opencl": func(t *testing.T) backend.Backend { return newOpenCL(t) },
-	}
-	for _, rec := range fidelity.All(t) {
-		for _, be := range []string{"cpu", "opencl"} {
-			t.Run(rec.Model+"/"+be, func(t *testing.T) {
-				testLlamaCppGreedy(t, rec, backends[be](t))
+	recs := fidelity.All(t)
+	t.Run("cpu", func(t *testing.T) {
+		for _, rec := range recs {
+			t.Run(rec.Model, func(t *testing.T) {
+				c := cpu.New(2)
+				defer c.Close()
+				testLlamaCppGreedy(t, rec, c)
 			})
 		}
-	}
+	})
+	cltest.Run(t, func(t *testing.T, d opencl.DeviceInfo) {
+		for _, rec := range recs {
+			if cltest.Trim(t, d) {
+				rec = rec.Prefix(16)
+			}
+			t.Run(rec.Model, func(t *testing.T) { testLlamaCppGreedy(t, rec, cltest.New(t, d)) })
+		}
+	})
 }
 
 func testLlamaCppGreedy(t *testing.T, rec fidelity.Record, b backend.Backend) {
@@ -110,7 +108,7 @@ func testLlamaCppGreedy(t *testing.T, rec fidelity.Record, b backend.Backend) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	got := greedy(t, m, rec.PromptIDs, rec.NPredict)
+	got := greedy(t, &stream{m: m}, rec.PromptIDs, rec.NPredict)
 	if msg := rec.CheckGreedy(got); msg != "" {
 		t.Fatal(msg)
 	}
@@ -139,17 +137,16 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 			path := synthModel(t, "tiny", tc.typ)
 			whole := openCPU(t, path, layers.Options{Context: 64, Batch: tc.batch})
 			single := openCPU(t, path, layers.Options{Context: 64})
-			if err := whole.Eval(prompt); err != nil {
+			sw, ss := &stream{m: whole}, &stream{m: single}
+			if err := sw.eval(prompt); err != nil {
 				t.Fatal(err)
 			}
 			for i := range prompt {
-				if err := single.Eval(prompt[i : i+1]); err != nil {
+				if err := ss.eval(prompt[i : i+1]); err != nil {
 					t.Fatal(err)
 				}
 			}
-			a, b := make([]float32, whole.Vocab()), make([]float32, whole.Vocab())
-			whole.Logits(a)
-			single.Logits(b)
+			a, b := sw.logits(t), ss.logits(t)
 			var num, den float64
 			for i := range a {
 				num = math.Max(num, math.Abs(float64(a[i]-b[i])))
@@ -169,7 +166,7 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 			if rel := num / den; rel > tol {
 				t.Fatalf("max |Δlogit| / max |logit| = %g > %g", rel, tol)
 			}
-			ga, gb := greedy(t, whole, []int32{9}, 8), greedy(t, single, []int32{9}, 8)
+			ga, gb := greedy(t, sw, []int32{9}, 8), greedy(t, ss, []int32{9}, 8)
 			if !slices.Equal(ga, gb) {
 				t.Fatalf("greedy continuations differ: %v vs %v", ga, gb)
 			}
@@ -181,19 +178,19 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 // view in, layers, head, argmax out) runs on buffers made at load.
 func TestGenerateZeroAllocs(t *testing.T) {
 	m := openCPU(t, synthModel(t, "tiny", "Q4_0"), layers.Options{Context: 256})
-	if err := m.Eval([]int32{1, 2, 3}); err != nil {
+	if err := m.Decode(engine.Batch(0, 0, []int32{1, 2, 3})); err != nil {
 		t.Fatal(err)
 	}
-	tok := []int32{4}
+	step := []engine.Item{{Token: 4, Pos: 3, Output: true}}
+	best := make([]int32, 1)
 	allocs := testing.AllocsPerRun(20, func() {
-		if err := m.Eval(tok); err != nil {
+		if err := m.Decode(step); err != nil {
 			t.Fatal(err)
 		}
-		id, err := m.Argmax()
-		if err != nil {
+		if err := m.Argmax(best); err != nil {
 			t.Fatal(err)
 		}
-		tok[0] = id
+		step[0].Token, step[0].Pos = best[0], step[0].Pos+1
 	})
 	if allocs != 0 {
 		t.Fatalf("%v heap allocations per generated token, want 0", allocs)
@@ -201,17 +198,32 @@ func TestGenerateZeroAllocs(t *testing.T) {
 }
 
 func TestContextOverflow(t *testing.T) {
-	m := openCPU(t, synthModel(t, "tiny", "F32"), layers.Options{Context: 8})
-	if err := m.Eval(make([]int32, 9)); !errors.Is(err, layers.ErrContext) {
+	m := openCPU(t, synthModel(t, "tiny", "F32"), layers.Options{Context: 8, Batch: 4})
+	s := &stream{m: m}
+	if err := s.eval(make([]int32, 9)); !errors.Is(err, layers.ErrContext) {
 		t.Fatalf("9 tokens in a context of 8: err = %v, want ErrContext", err)
 	}
-	if err := m.Eval([]int32{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
+	if m.SeqPosMax(0) != -1 {
+		t.Fatalf("a refused batch stored positions up to %d", m.SeqPosMax(0))
+	}
+	if err := s.eval([]int32{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Eval([]int32{1}); !errors.Is(err, layers.ErrContext) {
+	if err := s.eval([]int32{1}); !errors.Is(err, layers.ErrContext) {
 		t.Fatalf("token past a full cache: err = %v, want ErrContext", err)
 	}
-	if err := m.Eval([]int32{int32(m.Vocab())}); err == nil {
-		t.Fatal("out-of-range token id accepted")
+	for _, bad := range [][]engine.Item{
+		{{Token: int32(m.Vocab())}},
+		{{Token: 1, Seq: 1}},
+		{{Token: 1, Pos: -1}},
+		nil,
+		slices.Repeat([]engine.Item{{Token: 1, Output: true}}, 9),
+	} {
+		if err := m.Decode(bad); err == nil {
+			t.Errorf("Decode(%v) accepted", bad)
+		}
+	}
+	if err := m.Logits(1, make([]float32, m.Vocab())); err == nil {
+		t.Error("Logits of an output the last Decode did not have")
 	}
 }

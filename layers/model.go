@@ -14,8 +14,8 @@ import (
 )
 
 // Model is a decoder model on a backend: token embedding, decoder layers,
-// final norm and LM head, with its workspace and KV cache. It implements
-// engine.Model.
+// final norm and LM head, with its workspace and a KV cache of many
+// sequences. It implements engine.Model.
 type Model struct {
 	TokEmbd    backend.Tensor // [vocab, embd]
 	OutputNorm backend.Tensor // [embd]
@@ -30,21 +30,37 @@ type Model struct {
 
 	s       State
 	weights []backend.Tensor
-	// best and pos are their own allocations: device backends hand them
-	// to C, and cgo forbids passing memory inside a struct that holds Go
-	// pointers. pos stages a batch's positions.
-	best, pos []int32
+	// fingerprint names the weights in the KV states the model writes.
+	fingerprint uint64
+	// ids, pos and seq stage a part of a batch, and best the argmaxes;
+	// they are their own allocations: device backends hand them to C, and
+	// cgo forbids passing memory inside a struct that holds Go pointers.
+	ids, pos, seq []int32
+	// seqs holds a whole batch's sequences, for the room check; it grows
+	// with the longest batch seen.
+	seqs []int32
+	// outputs is the number of outputs of the last Decode.
+	outputs int
 }
 
 var _ engine.Model = (*Model)(nil)
 
 // Options sizes the runtime buffers.
 type Options struct {
-	// Context is the KV-cache length (≤ 0: the model's trained context).
+	// Context is the number of KV-cache cells (≤ 0: the model's trained
+	// context), llama.cpp's n_ctx: every sequence's in a unified cache,
+	// Context/Seqs each in a per-stream one.
 	Context int
-	// Batch is the most prompt tokens run through a layer at once; longer
-	// prompts are fed in chunks (≤ 0: 512).
+	// Batch is the most tokens run through a layer at once (llama.cpp's
+	// n_ubatch); longer batches run in parts (≤ 0: 512).
 	Batch int
+	// Seqs is the number of sequences the cache holds (≤ 0: 1), Layout how
+	// they share it.
+	Seqs   int
+	Layout kvcache.Layout
+	// MaxOutputs is the most tokens of one Decode whose logits are computed
+	// (≤ 0: max(Seqs, 8); at most Batch).
+	MaxOutputs int
 	// CacheK and CacheV are the KV-cache element types, F16 or F32 (the zero
 	// value); glint.Open defaults to F16, as llama.cpp does.
 	CacheK, CacheV dtype.Type
@@ -134,8 +150,15 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		o.Batch = 512
 	}
 	o.Batch = min(o.Batch, o.Context)
-	m := &Model{Layers: make([]Layer, c.NLayer), best: make([]int32, 1), pos: make([]int32, o.Batch)}
+	o.Seqs = max(o.Seqs, 1)
+	if o.MaxOutputs <= 0 {
+		o.MaxOutputs = max(o.Seqs, 8)
+	}
+	o.MaxOutputs = min(o.MaxOutputs, o.Batch)
+	m := &Model{Layers: make([]Layer, c.NLayer),
+		ids: make([]int32, o.Batch), pos: make([]int32, o.Batch), seq: make([]int32, o.Batch)}
 	refs := m.tensorMap(c, o.Context)
+	fp := newFingerprint(c)
 
 	var total, done int64
 	datas := make([]model.TensorData, len(refs))
@@ -155,7 +178,9 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		}
 		datas[i] = td
 		total += int64(len(td.Data))
+		fp.tensor(td)
 	}
+	m.fingerprint = fp.sum()
 	for i, r := range refs {
 		td := datas[i]
 		if td.Data == nil {
@@ -180,16 +205,17 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		m.Output = m.TokEmbd
 	}
 
-	ws, err := workspace.New(b, c, o.Batch)
+	ws, err := workspace.New(b, c, o.Batch, o.MaxOutputs)
 	if err != nil {
 		m.free(b)
 		return nil, err
 	}
-	kv, err := kvcache.New(b, c.NLayer, o.Context, o.Batch, c.NHeadKV, c.HeadDim, o.CacheK, o.CacheV)
+	kv, err := kvcache.New(b, kvcache.Options{Layers: c.NLayer, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
+		Cells: o.Context, Batch: o.Batch, K: o.CacheK, V: o.CacheV, Seqs: o.Seqs, Layout: o.Layout})
 	if err != nil {
 		ws.Free(b)
 		m.free(b)
-		return nil, err
+		return nil, fmt.Errorf("layers: %w", err)
 	}
 	m.s = State{B: b, C: c, WS: ws, KV: kv}
 	for il := range c.NLayer {
@@ -216,62 +242,110 @@ func (m *Model) Config() model.Config { return m.s.C }
 // Backend returns the backend the model runs on.
 func (m *Model) Backend() backend.Backend { return m.s.B }
 
-func (m *Model) Vocab() int   { return m.s.C.Vocab }
-func (m *Model) Context() int { return m.s.KV.MaxSeq }
-func (m *Model) Pos() int     { return m.s.KV.Len() }
-func (m *Model) Reset()       { m.s.KV.Reset() }
+// Cache is the model's KV cache (for its layout and size).
+func (m *Model) Cache() *kvcache.Cache { return m.s.KV }
 
-// ErrContext is wrapped by Eval when the tokens do not fit in the cache.
-var ErrContext = errors.New("context size exceeded")
+func (m *Model) Vocab() int      { return m.s.C.Vocab }
+func (m *Model) Context() int    { return m.s.KV.Context() }
+func (m *Model) Seqs() int       { return m.s.KV.Seqs }
+func (m *Model) MaxOutputs() int { return m.s.WS.Outputs }
 
-// Eval runs tokens through the model: the embedding, every layer (in
-// batches of up to the workspace's size, at the positions that follow the
-// cache's), then the final norm and LM head for the last token only.
-func (m *Model) Eval(tokens []int32) error {
+// ErrContext is wrapped by Decode when a batch does not fit in the cache.
+var ErrContext = kvcache.ErrFull
+
+// Decode implements engine.Model: the embedding and every layer over parts
+// of up to the workspace's batch, whose rows attend through the view the
+// cache builds for them; the final hidden states of the tokens that want
+// logits are gathered as each part ends, then normalised and projected by
+// the LM head together. A K-shift that SeqShift left pending is applied
+// first.
+func (m *Model) Decode(batch []engine.Item) error {
 	s, b, c := &m.s, m.s.B, &m.s.C
-	if len(tokens) == 0 {
-		return errors.New("layers: Eval of no tokens")
+	m.outputs = 0
+	if len(batch) == 0 {
+		return errors.New("layers: Decode of no tokens")
 	}
-	if p := s.KV.Len(); p+len(tokens) > s.KV.MaxSeq {
-		return fmt.Errorf("layers: %d tokens after %d in the cache: %w (%d)", len(tokens), p, ErrContext, s.KV.MaxSeq)
+	outputs := 0
+	if cap(m.seqs) < len(batch) {
+		m.seqs = make([]int32, len(batch))
 	}
-	for _, id := range tokens {
-		if id < 0 || int(id) >= c.Vocab {
-			return fmt.Errorf("layers: token id %d out of range [0, %d)", id, c.Vocab)
+	seqs := m.seqs[:len(batch)]
+	for i, it := range batch {
+		if it.Token < 0 || int(it.Token) >= c.Vocab {
+			return fmt.Errorf("layers: token %d: id %d out of range [0, %d)", i, it.Token, c.Vocab)
 		}
+		if it.Seq < 0 || it.Seq >= s.KV.Seqs {
+			return fmt.Errorf("layers: token %d: sequence %d outside 0…%d", i, it.Seq, s.KV.Seqs-1)
+		}
+		if it.Pos < 0 {
+			return fmt.Errorf("layers: token %d: position %d < 0", i, it.Pos)
+		}
+		if it.Output {
+			outputs++
+		}
+		seqs[i] = int32(it.Seq)
 	}
-	n := 0
-	for start := 0; start < len(tokens); start += n {
-		n = min(s.WS.Batch, len(tokens)-start)
-		if err := b.WriteI32(s.WS.IDs, 0, tokens[start:start+n]); err != nil {
+	if outputs > s.WS.Outputs {
+		return fmt.Errorf("layers: %d outputs in one batch, at most %d", outputs, s.WS.Outputs)
+	}
+	// All or nothing: a batch that does not fit is refused before any part
+	// of it is stored.
+	if err := s.KV.Room(seqs); err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	if err := m.kShift(); err != nil {
+		return err
+	}
+	out := 0
+	for start := 0; start < len(batch); {
+		part := batch[start:min(start+s.WS.Batch, len(batch))]
+		n := len(part)
+		for i, it := range part {
+			m.ids[i], m.pos[i], m.seq[i] = it.Token, it.Pos, int32(it.Seq)
+		}
+		if err := b.WriteI32(s.WS.IDs, 0, m.ids[:n]); err != nil {
 			return err
-		}
-		for i := range n {
-			m.pos[i] = int32(s.KV.Len() + i)
 		}
 		if err := b.WriteI32(s.WS.Pos, 0, m.pos[:n]); err != nil {
 			return err
 		}
-		if err := s.KV.Begin(b, n); err != nil {
+		if err := s.KV.Begin(b, m.pos[:n], m.seq[:n]); err != nil {
 			return fmt.Errorf("layers: %w", err)
 		}
 		m.embed(n)
 		for il := range m.Layers {
 			m.Layers[il].Forward(s, il, n)
 		}
-		if err := s.KV.Advance(n); err != nil {
-			return err
+		// Gather the hidden states of the outputs, a run of rows at a time.
+		for i := 0; i < n; {
+			if !part[i].Output {
+				i++
+				continue
+			}
+			e := i + 1
+			for e < n && part[e].Output {
+				e++
+			}
+			b.CopySlice(s.WS.Hidden, out*c.NEmbd, s.WS.X, i*c.NEmbd, (e-i)*c.NEmbd)
+			out += e - i
+			i = e
+		}
+		start += n
+	}
+	if out > 0 {
+		// logits = norm(h)·g_out · W_outᵀ
+		s.norm(s.WS.XNorm, s.WS.Hidden, m.OutputNorm, m.OutputNormB, out)
+		b.MatMulTransposed(s.WS.Logits, s.WS.XNorm, m.Output, out)
+		// Gemma 2: logits = c·tanh(logits/c)
+		if c.FinalSoftCap > 0 {
+			b.SoftCap(s.WS.Logits, out, c.FinalSoftCap)
 		}
 	}
-	// logits = RMSNorm(x_last)·g_out · W_outᵀ
-	b.CopySlice(s.WS.Last, 0, s.WS.X, (n-1)*c.NEmbd, c.NEmbd)
-	s.norm(s.WS.XNorm, s.WS.Last, m.OutputNorm, m.OutputNormB, 1)
-	b.MatMulTransposed(s.WS.Logits, s.WS.XNorm, m.Output, 1)
-	// Gemma 2: logits = c·tanh(logits/c)
-	if c.FinalSoftCap > 0 {
-		b.SoftCap(s.WS.Logits, 1, c.FinalSoftCap)
+	if err := b.Err(); err != nil {
+		return err
 	}
-	return b.Err()
+	m.outputs = out
+	return nil
 }
 
 // embed puts the embeddings of the n ids in ws.IDs, at the positions in
@@ -289,21 +363,62 @@ func (m *Model) embed(n int) {
 	}
 }
 
-// Logits copies the last token's logits to dst.
-func (m *Model) Logits(dst []float32) error {
+// Logits copies output i's logits to dst.
+func (m *Model) Logits(i int, dst []float32) error {
+	if i < 0 || i >= m.outputs {
+		return fmt.Errorf("layers: Logits of output %d: the last Decode has %d", i, m.outputs)
+	}
 	if len(dst) != m.s.C.Vocab {
 		return fmt.Errorf("layers: Logits into %d floats, vocab is %d", len(dst), m.s.C.Vocab)
 	}
-	return m.s.B.ReadF32(m.s.WS.Logits, 0, dst)
+	return m.s.B.ReadF32(m.s.WS.Logits, i*m.s.C.Vocab, dst)
 }
 
-// Argmax finds the largest logit on the backend; only its index comes back.
-func (m *Model) Argmax() (int32, error) {
-	m.s.B.Argmax(m.s.WS.Best, m.s.WS.Logits, 1)
-	if err := m.s.B.ReadI32(m.s.WS.Best, 0, m.best); err != nil {
-		return 0, err
+// Argmax finds the largest logit of each output on the backend; only the
+// indices come back.
+func (m *Model) Argmax(dst []int32) error {
+	if len(dst) > m.outputs {
+		return fmt.Errorf("layers: Argmax of %d outputs: the last Decode has %d", len(dst), m.outputs)
 	}
-	return m.best[0], nil
+	if len(dst) == 0 {
+		return nil
+	}
+	m.s.B.Argmax(m.s.WS.Best, m.s.WS.Logits, len(dst))
+	return m.s.B.ReadI32(m.s.WS.Best, 0, dst)
+}
+
+// The sequence operations are the cache's (kvcache.Cache).
+
+func (m *Model) SeqRemove(seq, p0, p1 int) error { return m.s.KV.SeqRemove(seq, p0, p1) }
+func (m *Model) SeqKeep(seq int) error           { return m.s.KV.SeqKeep(seq) }
+func (m *Model) SeqPosMax(seq int) int           { return m.s.KV.SeqPosMax(seq) }
+func (m *Model) SeqCopy(src, dst, p0, p1 int) error {
+	return m.seqErr(m.s.KV.SeqCopy(m.s.B, src, dst, p0, p1))
+}
+func (m *Model) SeqShift(seq, p0, p1, delta int) error {
+	return m.seqErr(m.s.KV.SeqShift(m.s.B, seq, p0, p1, delta))
+}
+
+// seqErr adds the backend's error to an operation that queued copies.
+func (m *Model) seqErr(err error) error {
+	if err != nil {
+		return err
+	}
+	return m.s.B.Err()
+}
+
+// SeqState returns sequence seq's cells (after any pending K-shift) under
+// the model's fingerprint.
+func (m *Model) SeqState(seq int) ([]byte, error) {
+	if err := m.kShift(); err != nil {
+		return nil, err
+	}
+	return m.s.KV.State(m.s.B, seq, m.fingerprint)
+}
+
+// SeqLoadState loads a state SeqState made on a model of the same weights.
+func (m *Model) SeqLoadState(seq int, state []byte) error {
+	return m.s.KV.LoadState(m.s.B, seq, state, m.fingerprint, m.s.WS.K)
 }
 
 // Close frees everything the model allocated on its backend (the backend
@@ -318,6 +433,19 @@ func (m *Model) Close() error {
 	}
 	if b != nil {
 		m.free(b)
+	}
+	return nil
+}
+
+// kShift applies a K-shift SeqShift left pending, with each layer's RoPE
+// (none for a model without RoPE: its positions only move).
+func (m *Model) kShift() error {
+	ropes := m.s.Ropes
+	if m.s.C.NoRoPE {
+		ropes = nil
+	}
+	if err := m.s.KV.Shift(m.s.B, ropes, m.s.WS.K, m.s.WS.Pos); err != nil {
+		return fmt.Errorf("layers: %w", err)
 	}
 	return nil
 }

@@ -84,10 +84,13 @@ type Model struct {
 	// Go heap (the OrtValues themselves live in C memory).
 	inVals, outVals []ort.Value
 
-	pos    int
-	last   []float32 // logits of the last evaluated token
-	hasOut bool
-	closed bool
+	pos int
+	// outRows are the rows of logitBuf that are the outputs of the last
+	// run; row and toks are scratch.
+	outRows []int
+	row     []float32
+	toks    []int32
+	closed  bool
 }
 
 const (
@@ -411,13 +414,22 @@ func (m *Model) Vocab() int { return m.info.Vocab }
 // Context is the longest sequence Eval accepts (from the config files).
 func (m *Model) Context() int { return m.info.Context }
 
+// Seqs is 1: the graph's cache holds one sequence.
+func (m *Model) Seqs() int { return 1 }
+
+// MaxOutputs bounds the outputs of one Decode; every token's logits come
+// out of the graph anyway.
+func (m *Model) MaxOutputs() int { return maxOutputs }
+
+const maxOutputs = 512
+
 // Pos is the number of tokens in the cache.
 func (m *Model) Pos() int { return m.pos }
 
 // Reset empties the cache; its buffers are kept for the next sequence.
 func (m *Model) Reset() {
 	m.pos = 0
-	m.hasOut = false
+	m.outRows = m.outRows[:0]
 }
 
 // Close releases the session. The Go-side buffers go with the Model.
@@ -432,35 +444,161 @@ func (m *Model) Close() error {
 	return nil
 }
 
-// Logits copies the last token's logits into dst.
-func (m *Model) Logits(dst []float32) error {
-	if !m.hasOut {
-		return errors.New("onnx: Logits before Eval")
+// Logits copies output i's logits into dst.
+func (m *Model) Logits(i int, dst []float32) error {
+	if i < 0 || i >= len(m.outRows) {
+		return fmt.Errorf("onnx: Logits of output %d: the last run has %d", i, len(m.outRows))
 	}
-	if len(dst) != len(m.last) {
-		return fmt.Errorf("onnx: Logits: dst has %d elements, vocab is %d", len(dst), len(m.last))
+	if len(dst) != m.info.Vocab {
+		return fmt.Errorf("onnx: Logits: dst has %d elements, vocab is %d", len(dst), m.info.Vocab)
 	}
-	copy(dst, m.last)
+	v, r := m.info.Vocab, m.outRows[i]
+	if m.logitsT == ort.TensorElementDataTypeFloat16 {
+		dtype.DequantizeRow(dtype.F16, dst, m.logitBuf[2*r*v:2*(r+1)*v])
+	} else {
+		dtype.DequantizeRow(dtype.F32, dst, m.logitBuf[4*r*v:4*(r+1)*v])
+	}
 	return nil
 }
 
-// Argmax returns the index of the largest last logit (the first on ties),
-// computed on the host: the logits are already here.
-func (m *Model) Argmax() (int32, error) {
-	if !m.hasOut {
-		return 0, errors.New("onnx: Argmax before Eval")
+// Argmax writes the index of each output's largest logit (the first on
+// ties, a number before a NaN), computed on the host: the logits are
+// already here.
+func (m *Model) Argmax(dst []int32) error {
+	if len(dst) > len(m.outRows) {
+		return fmt.Errorf("onnx: Argmax of %d outputs: the last run has %d", len(dst), len(m.outRows))
 	}
-	best := 0
-	for i, v := range m.last {
-		if v > m.last[best] || (math.IsNaN(float64(m.last[best])) && !math.IsNaN(float64(v))) {
-			best = i
+	if cap(m.row) < m.info.Vocab {
+		m.row = make([]float32, m.info.Vocab)
+	}
+	row := m.row[:m.info.Vocab]
+	for i := range dst {
+		if err := m.Logits(i, row); err != nil {
+			return err
+		}
+		best := 0
+		for j, v := range row {
+			if v > row[best] || (math.IsNaN(float64(row[best])) && !math.IsNaN(float64(v))) {
+				best = j
+			}
+		}
+		dst[i] = int32(best)
+	}
+	return nil
+}
+
+// Decode implements engine.Model for the one sequence the graph holds: the
+// tokens must be sequence 0's, at the positions that continue the cache.
+func (m *Model) Decode(batch []engine.Item) error {
+	if len(batch) == 0 {
+		return errors.New("onnx: Decode of no tokens")
+	}
+	if cap(m.toks) < len(batch) {
+		m.toks = make([]int32, len(batch))
+	}
+	toks := m.toks[:len(batch)]
+	outputs := 0
+	for i, it := range batch {
+		if it.Seq != 0 {
+			return fmt.Errorf("onnx: token %d of sequence %d: %w (one sequence)", i, it.Seq, engine.ErrUnsupported)
+		}
+		if int(it.Pos) != m.pos+i {
+			return fmt.Errorf("onnx: token %d at position %d: positions must continue the cache at %d: %w", i, it.Pos, m.pos+i, engine.ErrUnsupported)
+		}
+		if it.Output {
+			outputs++
+		}
+		toks[i] = it.Token
+	}
+	if outputs > maxOutputs {
+		return fmt.Errorf("onnx: %d outputs in one batch, at most %d", outputs, maxOutputs)
+	}
+	if err := m.Eval(toks); err != nil {
+		return err
+	}
+	m.outRows = m.outRows[:0]
+	for i, it := range batch {
+		if it.Output {
+			m.outRows = append(m.outRows, i)
 		}
 	}
-	return int32(best), nil
+	return nil
+}
+
+// SeqRemove can drop a suffix of the sequence (or all of it): the caches
+// are repacked to the shorter length.
+func (m *Model) SeqRemove(seq, p0, p1 int) error {
+	if seq > 0 {
+		return fmt.Errorf("onnx: sequence %d: %w (one sequence)", seq, engine.ErrUnsupported)
+	}
+	p0 = max(p0, 0)
+	if p0 >= m.pos || p1 >= 0 && p1 <= p0 {
+		return nil
+	}
+	if p1 >= 0 && p1 < m.pos {
+		return fmt.Errorf("onnx: removing positions [%d, %d) of %d: %w (only a suffix)", p0, p1, m.pos, engine.ErrUnsupported)
+	}
+	for _, s := range m.slots {
+		s.truncate(m.pos, p0, m.kvElem)
+	}
+	m.pos = p0
+	return nil
+}
+
+// truncate repacks the past in s.bufs[s.cur] from length from to length to:
+// every run of seq entries (one per batch, head and key/value) moves down.
+func (s *kvSlot) truncate(from, to, elem int) {
+	outer, inner := 1, elem
+	for i, d := range s.dims {
+		switch {
+		case i < s.seqAxis:
+			outer *= int(d)
+		case i > s.seqAxis:
+			inner *= int(d)
+		}
+	}
+	b := s.bufs[s.cur]
+	for o := range outer {
+		copy(b[o*to*inner:(o+1)*to*inner], b[o*from*inner:o*from*inner+to*inner])
+	}
+}
+
+func (m *Model) SeqCopy(src, dst, p0, p1 int) error {
+	if src == dst {
+		return nil
+	}
+	return fmt.Errorf("onnx: SeqCopy: %w (one sequence)", engine.ErrUnsupported)
+}
+
+func (m *Model) SeqKeep(seq int) error {
+	if seq != 0 {
+		return fmt.Errorf("onnx: sequence %d: %w (one sequence)", seq, engine.ErrUnsupported)
+	}
+	return nil
+}
+
+func (m *Model) SeqShift(seq, p0, p1, delta int) error {
+	return fmt.Errorf("onnx: moving positions: %w (the graph applies RoPE itself)", engine.ErrUnsupported)
+}
+
+func (m *Model) SeqPosMax(seq int) int {
+	if seq != 0 {
+		return -1
+	}
+	return m.pos - 1
+}
+
+func (m *Model) SeqState(int) ([]byte, error) {
+	return nil, fmt.Errorf("onnx: sequence state: %w", engine.ErrUnsupported)
+}
+
+func (m *Model) SeqLoadState(int, []byte) error {
+	return fmt.Errorf("onnx: sequence state: %w", engine.ErrUnsupported)
 }
 
 // Eval runs tokens at positions Pos() … Pos()+len(tokens)-1: the whole
-// prompt in one pass with the cache so far as past, or one generated token.
+// prompt in one pass with the cache so far as past, or one generated token;
+// output 0 is then the last token's logits.
 func (m *Model) Eval(tokens []int32) error {
 	if m.closed {
 		return errors.New("onnx: Eval on a closed model")
@@ -575,17 +713,7 @@ func (m *Model) step(tokens []int32, positions, mask []int64, usePast bool) (err
 		return fmt.Errorf("onnx: run at position %d (%d tokens): %w", past, n, err)
 	}
 
-	if cap(m.last) < m.info.Vocab {
-		m.last = make([]float32, m.info.Vocab)
-	}
-	m.last = m.last[:m.info.Vocab]
-	row := m.logitBuf[(n-1)*m.info.Vocab*lb : n*m.info.Vocab*lb]
-	if lb == 4 {
-		dtype.DequantizeRow(dtype.F32, m.last, row)
-	} else {
-		dtype.DequantizeRow(dtype.F16, m.last, row)
-	}
-	m.hasOut = true
+	m.outRows = append(m.outRows[:0], n-1)
 	if usePast && positions == nil && mask == nil {
 		for _, s := range m.slots {
 			s.cur = 1 - s.cur

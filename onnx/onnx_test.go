@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/onnx/onnxtest"
 )
@@ -42,7 +43,7 @@ func gemmaDir(t testing.TB, o onnxtest.GemmaOptions) string {
 func logits(t testing.TB, m *Model) []float32 {
 	t.Helper()
 	out := make([]float32, m.Vocab())
-	if err := m.Logits(out); err != nil {
+	if err := m.Logits(0, out); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -64,13 +65,13 @@ func greedy(t testing.TB, m *Model, prompt []int32, n int) []int32 {
 	}
 	var out []int32
 	for i := 0; i < n; i++ {
-		id, err := m.Argmax()
-		if err != nil {
+		id := make([]int32, 1)
+		if err := m.Argmax(id); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, id)
+		out = append(out, id[0])
 		if i+1 < n {
-			if err := m.Eval([]int32{id}); err != nil {
+			if err := m.Eval(id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -305,10 +306,10 @@ func TestDummyDecoder(t *testing.T) {
 
 func TestEvalErrors(t *testing.T) {
 	m := open(t, gemmaDir(t, onnxtest.GemmaOptions{Layers: 1, MaxPos: 8}))
-	if _, err := m.Argmax(); err == nil {
+	if err := m.Argmax(make([]int32, 1)); err == nil {
 		t.Error("Argmax before Eval: no error")
 	}
-	if err := m.Logits(make([]float32, m.Vocab())); err == nil {
+	if err := m.Logits(0, make([]float32, m.Vocab())); err == nil {
 		t.Error("Logits before Eval: no error")
 	}
 	for _, c := range []struct {
@@ -330,8 +331,69 @@ func TestEvalErrors(t *testing.T) {
 	if err := m.Eval(make([]int32, 8)); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Logits(make([]float32, 3)); err == nil {
+	if err := m.Logits(0, make([]float32, 3)); err == nil {
 		t.Error("Logits into a short slice: no error")
+	}
+	for _, c := range []struct {
+		batch []engine.Item
+		want  string
+	}{
+		{[]engine.Item{{Token: 1, Pos: 8, Seq: 1}}, "one sequence"},
+		{[]engine.Item{{Token: 1, Pos: 3}}, "must continue the cache at 8"},
+	} {
+		if err := m.Decode(c.batch); !errors.Is(err, engine.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Decode(%v): %v, want ErrUnsupported saying %q", c.batch, err, c.want)
+		}
+	}
+	if err := m.SeqShift(0, 0, -1, 1); !errors.Is(err, engine.ErrUnsupported) {
+		t.Errorf("SeqShift: %v, want ErrUnsupported", err)
+	}
+	if err := m.SeqRemove(0, 2, 4); !errors.Is(err, engine.ErrUnsupported) {
+		t.Errorf("SeqRemove of the middle: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestSeqRemoveSuffix: dropping the cache's last positions (the engine's
+// Truncate) repacks every past buffer, so feeding the dropped tokens again
+// gives the logits of the first run, bit for bit (one thread, the same
+// inputs and kernels), through Decode with outputs on chosen rows.
+func TestSeqRemoveSuffix(t *testing.T) {
+	m := open(t, gemmaDir(t, onnxtest.GemmaOptions{Seed: 5, Layers: 2}))
+	ids := []int32{onnxtest.BOSID, 270, 280, 300, 290, 310}
+	batch := func(from int) []engine.Item {
+		var b []engine.Item
+		for i := from; i < len(ids); i++ {
+			b = append(b, engine.Item{Token: ids[i], Pos: int32(i), Output: i == 4 || i == len(ids)-1})
+		}
+		return b
+	}
+	if err := m.Decode(batch(0)); err != nil {
+		t.Fatal(err)
+	}
+	first, last := make([]float32, m.Vocab()), make([]float32, m.Vocab())
+	if err := m.Logits(0, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Logits(1, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SeqRemove(0, 3, -1); err != nil {
+		t.Fatal(err)
+	}
+	if m.SeqPosMax(0) != 2 {
+		t.Fatalf("SeqPosMax %d after dropping from 3", m.SeqPosMax(0))
+	}
+	if err := m.Decode(batch(3)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]float32{first, last} {
+		got := make([]float32, m.Vocab())
+		if err := m.Logits(i, got); err != nil {
+			t.Fatal(err)
+		}
+		if d := maxDiff(want, got); d != 0 {
+			t.Errorf("output %d after the truncation differs by %g", i, d)
+		}
 	}
 }
 
@@ -487,4 +549,40 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(gemma18.dir)
 	}
 	os.Exit(code)
+}
+
+// The engine runs over the ONNX runner's one sequence: a session's greedy
+// ids are the runner's own, a second session is refused, Truncate drops a
+// suffix (regenerating gives the same ids), and a full context ends the
+// generation (the graph applies RoPE itself, so there is no shift).
+func TestEngineSession(t *testing.T) {
+	m := open(t, gemmaDir(t, onnxtest.GemmaOptions{Seed: 6, Layers: 2, MaxPos: 16}))
+	prompt := []int32{onnxtest.BOSID, 270, 280, 300}
+	want := greedy(t, m, prompt, 6)
+	m.Reset()
+	e := engine.New(m)
+	defer e.Close()
+	s, err := e.NewSession(engine.SessionOptions{ContextShift: true, Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tm, err := s.Generate(t.Context(), prompt, engine.Options{MaxTokens: 6})
+	if err != nil || !slices.Equal(tm.Generated, want) {
+		t.Fatalf("session %v (%v), runner %v", tm.Generated, err, want)
+	}
+	if _, err := e.NewSession(engine.SessionOptions{}); err == nil {
+		t.Fatal("a second session on one sequence")
+	}
+	if err := s.Truncate(len(prompt) + 2); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Generate(t.Context(), nil, engine.Options{MaxTokens: 4})
+	if err != nil || !slices.Equal(again.Generated, want[2:6]) {
+		t.Fatalf("after Truncate %v (%v), want %v", again.Generated, err, want[2:6])
+	}
+	full, err := s.Generate(t.Context(), nil, engine.Options{MaxTokens: 20})
+	if err != nil || !full.ContextFull {
+		t.Fatalf("past the context of 16: %d tokens, ContextFull %v, %v", len(full.Generated), full.ContextFull, err)
+	}
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -127,13 +128,13 @@ func Measure(j Job) (res Backend) {
 
 	// run generates N tokens; first (if set) is called when the first token
 	// has been chosen, which is where decode starts.
+	// Each run is a new session; N tokens are N-1 decode steps (the last
+	// token chosen is never fed), which the per-token counts divide by.
 	run := func(first func()) (engine.Timing, error) {
-		m.Reset()
 		seen := false
-		return engine.Generate(m, prompt, engine.Options{
-			MaxTokens:   j.N,
-			Stop:        neverStop,
-			NoFinalFeed: true, // N tokens are N-1 decode steps: the per-token counts divide by that
+		return engine.Generate(context.Background(), m.Engine, prompt, engine.Options{
+			MaxTokens: j.N,
+			Stop:      neverStop,
 			OnToken: func(int32) error {
 				if !seen && first != nil {
 					first()
@@ -225,15 +226,7 @@ func perToken(total map[string]time.Duration, calls map[string]int64, tokens int
 	return p
 }
 
-func deviceName(m *glint.Model) string {
-	if m.Backend != nil {
-		return m.Backend.Device()
-	}
-	if om, ok := m.Model.(*onnx.Model); ok {
-		return "ONNX Runtime " + om.Info().Runtime + " (CPU)"
-	}
-	return ""
-}
+func deviceName(m *glint.Model) string { return m.Device }
 
 // hostname is the machine's name, or "" when it cannot be read.
 func hostname() string {

@@ -97,9 +97,10 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	if m.TemplateErr != nil && (o.Template.File != "" || o.Template.Builtin != "") {
 		return nil, m.TemplateErr // asked for and broken: say so now
 	}
-	models := make([]engine.Model, n)
+	sessions := make([]*engine.Session, n)
 	var isEOG func(int32) bool
-	for i := range models {
+	var vocab, ctx int
+	for i := range sessions {
 		gm, err := glint.Open(path, o.Options)
 		if err != nil {
 			m.Close()
@@ -111,11 +112,15 @@ func Load(path string, o LoadOptions) (*Model, error) {
 			return nil, fmt.Errorf("%s has no tokenizer (%v), which the server needs", path, gm.TokenizerErr)
 		}
 		if i == 0 {
-			m.Tokenizer, m.Info, isEOG = gm.Tokenizer, gm.Info, gm.IsEOG
+			m.Tokenizer, m.Info, isEOG, vocab, ctx = gm.Tokenizer, gm.Info, gm.IsEOG, gm.Vocab(), gm.Context()
 		}
-		models[i] = gm
+		// The scheduler keeps each slot within its context itself.
+		if sessions[i], err = gm.NewSession(engine.SessionOptions{}); err != nil {
+			m.Close()
+			return nil, err
+		}
 	}
-	slots, err := newModelSlots(models)
+	slots, err := newModelSlots(sessions, vocab, ctx)
 	if err != nil {
 		m.Close()
 		return nil, err

@@ -135,7 +135,7 @@ func reference(t *testing.T, path string, prompt []int32, n int) string {
 	defer m.Close()
 	dec := m.Tokenizer.NewStreamDecoder()
 	var b strings.Builder
-	_, err = engine.Generate(m, prompt, engine.Options{MaxTokens: n, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()),
+	_, err = engine.Generate(t.Context(), m.Engine, prompt, engine.Options{MaxTokens: n, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()),
 		OnToken: func(id int32) error { b.WriteString(dec.Add(id)); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +223,7 @@ func referenceIDs(t *testing.T, path string, prompt []int32, n int) []int32 {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	tm, err := engine.Generate(m, prompt, engine.Options{MaxTokens: n, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab())})
+	tm, err := engine.Generate(t.Context(), m.Engine, prompt, engine.Options{MaxTokens: n, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -40,43 +41,38 @@ type Work struct {
 	Tokens []int32
 }
 
-// modelSlots are slots over engine.Models, one sequence each: today's
-// engine has one KV cache per loaded model, so --parallel N loads the model
-// N times and steps their forward passes side by side.
+// modelSlots are slots over engine sessions, one per loaded model: today
+// --parallel N loads the model N times, one sequence each, and steps their
+// forward passes side by side.
 type modelSlots struct {
-	models []engine.Model
-	logits [][]float32
+	sessions []*engine.Session
+	logits   [][]float32
+	vocab    int
+	context  int
 }
 
-// newModelSlots makes one slot per model; all must have the same context
+// newModelSlots makes one slot per session; all must have the same context
 // and vocabulary.
-func newModelSlots(models []engine.Model) (*modelSlots, error) {
-	if len(models) == 0 {
+func newModelSlots(sessions []*engine.Session, vocab, context int) (*modelSlots, error) {
+	if len(sessions) == 0 {
 		return nil, errors.New("serve: no models")
 	}
-	s := &modelSlots{models: models, logits: make([][]float32, len(models))}
-	for i, m := range models {
-		if m.Context() != models[0].Context() || m.Vocab() != models[0].Vocab() {
-			return nil, fmt.Errorf("serve: slot %d: context %d, vocab %d differ from slot 0's %d, %d",
-				i, m.Context(), m.Vocab(), models[0].Context(), models[0].Vocab())
-		}
-	}
-	return s, nil
+	return &modelSlots{sessions: sessions, logits: make([][]float32, len(sessions)), vocab: vocab, context: context}, nil
 }
 
-func (s *modelSlots) Len() int     { return len(s.models) }
-func (s *modelSlots) Context() int { return s.models[0].Context() }
-func (s *modelSlots) Vocab() int   { return s.models[0].Vocab() }
+func (s *modelSlots) Len() int     { return len(s.sessions) }
+func (s *modelSlots) Context() int { return s.context }
+func (s *modelSlots) Vocab() int   { return s.vocab }
 
-// Keep keeps the whole cache or nothing: an engine.Model's cache only
-// appends.
+// Keep drops the slot's tokens after the first n.
 func (s *modelSlots) Keep(slot, n int) int {
-	m := s.models[slot]
-	if n >= m.Pos() {
-		return m.Pos()
+	sess := s.sessions[slot]
+	n = min(n, sess.Len())
+	if err := sess.Truncate(n); err != nil {
+		sess.Truncate(0)
+		return 0
 	}
-	m.Reset()
-	return 0
+	return n
 }
 
 func (s *modelSlots) Step(work []Work) error {
@@ -84,7 +80,7 @@ func (s *modelSlots) Step(work []Work) error {
 	var wg sync.WaitGroup
 	for i, w := range work {
 		wg.Go(func() {
-			if err := s.models[w.Slot].Eval(w.Tokens); err != nil {
+			if err := s.sessions[w.Slot].Prefill(context.Background(), w.Tokens); err != nil {
 				errs[i] = fmt.Errorf("slot %d: %w", w.Slot, err)
 			}
 		})
@@ -96,14 +92,14 @@ func (s *modelSlots) Step(work []Work) error {
 // Sample decides between the device's argmax and the host's sampler as
 // engine.Generate does, so that greedy requests give the CLI's tokens.
 func (s *modelSlots) Sample(slot int, smp *sample.Sampler, history []int32) (int32, error) {
-	m := s.models[slot]
+	sess := s.sessions[slot]
 	if smp.Greedy() {
-		return m.Argmax()
+		return sess.Argmax(context.Background())
 	}
 	if s.logits[slot] == nil {
-		s.logits[slot] = make([]float32, m.Vocab())
+		s.logits[slot] = make([]float32, s.vocab)
 	}
-	if err := m.Logits(s.logits[slot]); err != nil {
+	if err := sess.Logits(context.Background(), s.logits[slot]); err != nil {
 		return 0, err
 	}
 	return smp.Sample(s.logits[slot], history), nil

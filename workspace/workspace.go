@@ -12,10 +12,11 @@ import (
 	"github.com/glint-llm/glint/model"
 )
 
-// LayerWorkspace is sized for up to Batch tokens per forward call. Rows past
-// the current n are stale and never read.
+// LayerWorkspace is sized for up to Batch tokens per forward call and
+// Outputs tokens whose logits are computed. Rows past the current n are
+// stale and never read.
 type LayerWorkspace struct {
-	Batch int
+	Batch, Outputs int
 
 	X     backend.Tensor // [Batch, embd] residual stream
 	XNorm backend.Tensor // [Batch, embd] normalised input of attention/FFN
@@ -27,21 +28,23 @@ type LayerWorkspace struct {
 	Gate  backend.Tensor // [Batch, ff]
 	Up    backend.Tensor // [Batch, ff]
 
-	Last   backend.Tensor // [1, embd] hidden state of the last token
-	Logits backend.Tensor // [1, vocab]
+	Hidden backend.Tensor // [Outputs, embd] final hidden states of the tokens whose logits are wanted
+	Logits backend.Tensor // [Outputs, vocab]
 	IDs    backend.Tensor // I32 [Batch] token ids in
 	Pos    backend.Tensor // I32 [Batch] their positions (RoPE, learned position embeddings)
-	Best   backend.Tensor // I32 [1] argmax out
+	Best   backend.Tensor // I32 [Outputs] argmax out
 
 	all []backend.Tensor
 }
 
-// New allocates a workspace for config c on backend b.
-func New(b backend.Backend, c model.Config, batch int) (*LayerWorkspace, error) {
-	if batch < 1 {
-		return nil, fmt.Errorf("workspace: batch %d < 1", batch)
+// New allocates a workspace for config c on backend b, for batches of up to
+// batch tokens of which up to outputs want logits (outputs ≤ batch: the head
+// normalises them in XNorm).
+func New(b backend.Backend, c model.Config, batch, outputs int) (*LayerWorkspace, error) {
+	if batch < 1 || outputs < 1 || outputs > batch {
+		return nil, fmt.Errorf("workspace: batch %d, outputs %d: want 1 ≤ outputs ≤ batch", batch, outputs)
 	}
-	w := &LayerWorkspace{Batch: batch}
+	w := &LayerWorkspace{Batch: batch, Outputs: outputs}
 	qDim, kvDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
 	bufs := []struct {
 		dst   *backend.Tensor
@@ -57,11 +60,11 @@ func New(b backend.Backend, c model.Config, batch int) (*LayerWorkspace, error) 
 		{&w.Out, dtype.F32, []int{batch, c.NEmbd}},
 		{&w.Gate, dtype.F32, []int{batch, c.NFF}},
 		{&w.Up, dtype.F32, []int{batch, c.NFF}},
-		{&w.Last, dtype.F32, []int{1, c.NEmbd}},
-		{&w.Logits, dtype.F32, []int{1, c.Vocab}},
+		{&w.Hidden, dtype.F32, []int{outputs, c.NEmbd}},
+		{&w.Logits, dtype.F32, []int{outputs, c.Vocab}},
 		{&w.IDs, dtype.I32, []int{batch}},
 		{&w.Pos, dtype.I32, []int{batch}},
-		{&w.Best, dtype.I32, []int{1}},
+		{&w.Best, dtype.I32, []int{outputs}},
 	}
 	for _, buf := range bufs {
 		t, err := b.Alloc(buf.dt, buf.shape...)

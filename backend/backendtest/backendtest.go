@@ -47,6 +47,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"Copy", testCopy},
 		{"CopySlice", testCopySlice},
 		{"CopySliceF16", testCopySliceF16},
+		{"CopySliceF16Widen", testCopySliceF16Widen},
 		{"Attention", testAttention},
 		{"AttentionF16", testAttentionF16},
 		{"AttentionViews", testAttentionViews},
@@ -969,4 +970,31 @@ func (h *harness) halfCache(dt dtype.Type, c []float32, cells, kvHeads, hd int) 
 	held := make([]float32, len(c))
 	dtype.RoundActivations(dtype.F16, held, c)
 	return t, held
+}
+
+// testCopySliceF16Widen reads an f16 cache back into F32 rows (a K-shift's
+// first step): every half widens exactly, and a round trip F32 → F16 → F32
+// → F16 changes no bit.
+func testCopySliceF16Widen(h *harness) {
+	const cells, kvCols = 20, 12
+	src := randF32(h.rng, cells*kvCols, -70000, 70000)
+	for i := range src {
+		if i%3 == 1 {
+			src[i] /= 1e6 // subnormals
+		}
+	}
+	cache, held := h.halfCache(dtype.F16, src, cells, 3, 4)
+	rows := h.f32(sentinel(9*kvCols), 9, kvCols)
+	h.be.CopySlice(rows, kvCols+5, cache, 4*kvCols+3, 7*kvCols)
+	want := sentinel(9 * kvCols)
+	copy(want[kvCols+5:], held[4*kvCols+3:11*kvCols+3])
+	exact(h.t, "F16 into F32", h.read(rows), want)
+	back := h.alloc(dtype.F16, cells, 3, 4)
+	h.be.CopySlice(back, 4*kvCols+3, rows, kvCols+5, 7*kvCols)
+	want = make([]float32, cells*kvCols)
+	copy(want[4*kvCols+3:], held[4*kvCols+3:11*kvCols+3])
+	exact(h.t, "F16 → F32 → F16", h.read(back), want)
+	h.be.Free(rows)
+	h.be.Free(back)
+	h.be.Free(cache)
 }

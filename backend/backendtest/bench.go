@@ -35,7 +35,8 @@ func Bench(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 }
 
 // BenchMatMul times MatMulTransposed at the Llama 3.2 1B projection shapes for
-// decode (n=1) and prefill (n=128), and the LM head. Names read
+// decode (n=1; Q4_0 also n=2, 4, 8: sequences decoding together) and
+// prefill (n=128), and the LM head. Names read
 // <type>/<out>x<in>/n=<tokens>; SetBytes is the weight size, so the MB/s
 // column is the weight bandwidth achieved.
 func BenchMatMul(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
@@ -46,11 +47,17 @@ func BenchMatMul(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 	}
 	var mms []mm
 	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q8_0, dtype.F16, dtype.F32} {
+		ns := []int{1, benchPrefill}
+		if dt == dtype.Q4_0 {
+			// Several sequences decoding together: the weights should be
+			// read once for all rows, so n = 4 costs little more than n = 1.
+			ns = []int{1, 2, 4, 8, benchPrefill}
+		}
 		for _, s := range [][2]int{{benchDim, benchDim}, {benchFFN, benchDim}, {benchDim, benchFFN}} {
-			mms = append(mms, mm{dt, s[0], s[1], []int{1, benchPrefill}})
+			mms = append(mms, mm{dt, s[0], s[1], ns})
 		}
 	}
-	mms = append(mms, mm{dtype.Q6_K, benchVocab, benchDim, []int{1}}, mm{dtype.Q8_0, benchVocab, benchDim, []int{1}},
+	mms = append(mms, mm{dtype.Q6_K, benchVocab, benchDim, []int{1, 4}}, mm{dtype.Q8_0, benchVocab, benchDim, []int{1}},
 		mm{dtype.Q4_0, benchVocab, benchDim, []int{1}})
 	for _, c := range mms {
 		for _, n := range c.ns {

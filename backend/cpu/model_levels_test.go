@@ -9,6 +9,7 @@ import (
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
@@ -73,22 +74,22 @@ func runAtLevel(t *testing.T, path, level string, cache dtype.Type, prompt []int
 	}
 	defer m.Close()
 	var r levelRun
-	tokens := prompt
+	tokens, pos, id := prompt, 0, make([]int32, 1)
 	for range steps + 1 {
-		if err := m.Eval(tokens); err != nil {
+		if err := m.Decode(engine.Batch(0, pos, tokens)); err != nil {
 			t.Fatal(err)
 		}
+		pos += len(tokens)
 		logits := make([]float32, m.Vocab())
-		if err := m.Logits(logits); err != nil {
+		if err := m.Logits(0, logits); err != nil {
 			t.Fatal(err)
 		}
-		id, err := m.Argmax()
-		if err != nil {
+		if err := m.Argmax(id); err != nil {
 			t.Fatal(err)
 		}
 		r.logits = append(r.logits, logits)
-		r.ids = append(r.ids, id)
-		tokens = []int32{id}
+		r.ids = append(r.ids, id[0])
+		tokens = []int32{id[0]}
 	}
 	r.calls = lg.calls
 	return r

@@ -294,7 +294,8 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	}
 	dn, sn := backend.Elems(d.shape), backend.Elems(s.shape)
 	toHalf := d.dt == dtype.F16 && s.dt == dtype.F32
-	if d.dt != s.dt && !toHalf || d.dt.Quantized() || count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff {
+	fromHalf := d.dt == dtype.F32 && s.dt == dtype.F16
+	if d.dt != s.dt && !toHalf && !fromHalf || d.dt.Quantized() || count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff {
 		b.fail(backend.ShapeError("cpu: "+op, "%d elements from %v %v at %d to %v %v at %d", count, s.dt, s.shape, srcOff, d.dt, d.shape, dstOff))
 		return
 	}
@@ -304,6 +305,13 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		h := halfs(d)[dstOff : dstOff+count]
 		for i, v := range s.f32[srcOff : srcOff+count] {
 			h[i] = dtype.F32ToF16(v)
+		}
+		return
+	}
+	if fromHalf {
+		// An f16 KV cache read back for a K-shift: widening is exact.
+		for i, v := range halfs(s)[srcOff : srcOff+count] {
+			d.f32[dstOff+i] = dtype.F16ToF32(v)
 		}
 		return
 	}

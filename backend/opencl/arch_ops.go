@@ -61,6 +61,9 @@ func (b *Backend) LayerNorm(dst, x, w, bias backend.Tensor, n int, eps float32) 
 		return
 	}
 	k := b.layerNorm
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argMem(k, 2, wt.mem)
@@ -92,6 +95,9 @@ func (b *Backend) gelu(op string, dst, x, up backend.Tensor, n int) {
 		return
 	}
 	k := b.geluMul
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argMem(k, 2, ut.mem)
@@ -118,6 +124,9 @@ func (b *Backend) AddBias(dst, x, bias backend.Tensor, n int) {
 		return
 	}
 	k := b.addBias
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argMem(k, 2, bt.mem)
@@ -133,6 +142,9 @@ func (b *Backend) Scale(dst, x backend.Tensor, n int, s float32) {
 		return
 	}
 	k := b.scale
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argF32(k, 2, s)
@@ -152,6 +164,9 @@ func (b *Backend) SoftCap(x backend.Tensor, n int, c float32) {
 		return
 	}
 	k := b.softCap
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argF32(k, 1, 1/c)
 	b.argF32(k, 2, c)
@@ -166,6 +181,11 @@ func (b *Backend) sameRows(op string, n int, dst, a, c backend.Tensor) (d, at, c
 	if !b.begin(op) {
 		return nil, nil, nil, 0
 	}
+	return b.rowsOf(op, n, dst, a, c)
+}
+
+// rowsOf is sameRows' check, for an op that has begun.
+func (b *Backend) rowsOf(op string, n int, dst, a, c backend.Tensor) (d, at, ct *tensor, count int) {
 	d, at, ct = b.out(op, "dst", dst), b.own(op, "a", a), b.own(op, "b", c)
 	if d == nil || at == nil || ct == nil {
 		return nil, nil, nil, 0

@@ -28,6 +28,9 @@ func attnLanes(wide, prefill bool, headDim int) int {
 // head size (see attention.cl); fewer than want are summed plainly, off
 // the CPU's bits. It reports and returns 0 when not even one fits.
 func (b *Backend) attnLocal(op string, k *kern, headDim, want int) int {
+	if !b.made(k) {
+		return 0
+	}
 	L := k.wg
 	for g := want; g >= 1; g /= 2 {
 		if local := 4 * (headDim + attChunk + g*headDim + L); int64(local) <= b.info.LocalMem {
@@ -139,7 +142,10 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 		b.attnScratch, b.attnScratchBytes = m, need
 	}
 
-	ks := b.attentionStats[kvIndex(kt)]
+	ks, km := b.attentionStats[kvIndex(kt)], b.attentionMerge
+	if !b.made(ks) || !b.made(km) {
+		return
+	}
 	b.argMem(ks, 0, b.attnScratch)
 	b.argMem(ks, 1, qt.mem)
 	b.argMem(ks, 2, kt.mem)
@@ -159,7 +165,6 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.setAttnLocal(kp, i+2, headDim, g)
 	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1})
 
-	km := b.attentionMerge
 	b.argMem(km, 0, ot.mem)
 	b.argMem(km, 1, b.attnScratch)
 	b.argI32(km, 2, parts)

@@ -62,8 +62,10 @@ func TestDeviceSelector(t *testing.T) {
 	}
 }
 
-func TestBuildFailureLog(t *testing.T) {
-	b := testBackend(t)
+func TestBuildFailureLog(t *testing.T) { eachDevice(t, testBuildFailureLog) }
+
+func testBuildFailureLog(t *testing.T, dev *Backend) {
+	b := dev
 	bad := kernels.Source() + "\nkernel void broken(global float* x) { x[0] = undefined_name; }\n"
 	_, err := buildProgram(b.ctx, b.dev, bad, true, false)
 	var ce *cl.Error
@@ -88,8 +90,10 @@ func TestCodeNames(t *testing.T) {
 
 // TestTraffic checks the counters: a token id up, an argmax, the index
 // down: 4 bytes each way, one launch.
-func TestTraffic(t *testing.T) {
-	b := testBackend(t)
+func TestTraffic(t *testing.T) { eachDevice(t, testTraffic) }
+
+func testTraffic(t *testing.T, dev *Backend) {
+	b := dev
 	ids, err := b.Alloc(dtype.I32, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -122,8 +126,10 @@ func TestTraffic(t *testing.T) {
 
 // TestNoAllocs checks that a decode step's ops allocate nothing on the Go
 // heap, as the engine's 0-allocations-per-token goal needs.
-func TestNoAllocs(t *testing.T) {
-	b := testBackend(t)
+func TestNoAllocs(t *testing.T) { eachDevice(t, testNoAllocs) }
+
+func testNoAllocs(t *testing.T, dev *Backend) {
+	b := dev
 	const dim, heads, hd, maxSeq = 64, 4, 16, 8
 	alloc := func(dt dtype.Type, shape ...int) backend.Tensor {
 		x, err := b.Alloc(dt, shape...)
@@ -172,16 +178,13 @@ func TestNoAllocs(t *testing.T) {
 }
 
 // TestErrors uses its own backend: errors are sticky.
-func TestErrors(t *testing.T) {
-	testBackend(t) // builds the program once for the whole binary
-	b, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+func TestErrors(t *testing.T) { eachDevice(t, testErrors) }
+
+func testErrors(t *testing.T, dev *Backend) {
+	b := another(t, dev)
 	info := b.Info()
 
-	_, err = b.Alloc(dtype.F32, int(info.MaxAlloc/4)+1)
+	_, err := b.Alloc(dtype.F32, int(info.MaxAlloc/4)+1)
 	if err == nil || !strings.Contains(err.Error(), "CL_DEVICE_MAX_MEM_ALLOC_SIZE") {
 		t.Errorf("oversized Alloc: %v", err)
 	}
@@ -218,11 +221,7 @@ func TestErrors(t *testing.T) {
 	}
 
 	// A fresh backend: a shape error is recorded, sticky, and wraps ErrShape.
-	b2, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Close()
+	b2 := another(t, dev)
 	y, _ := b2.Alloc(dtype.F32, 2, 8)
 	w, _ := b2.Weight("w", dtype.F32, []int{3, 9}, make([]byte, 3*9*4))
 	b2.MatMulTransposed(y, y, w, 1)
@@ -237,21 +236,14 @@ func TestErrors(t *testing.T) {
 	}
 	b2.Free(y)
 
-	b3, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b3.Close()
+	b3 := another(t, dev)
 	z, _ := b3.Alloc(dtype.F32, 8)
 	b3.Free(z)
 	b3.Softmax(z, 1)
 	if err := b3.Err(); err == nil || !strings.Contains(err.Error(), "freed") {
 		t.Fatalf("op on a freed tensor: %v", err)
 	}
-	b4, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b4 := another(t, dev)
 	wt, _ := b4.Weight("output_norm.weight", dtype.F32, []int{8}, make([]byte, 32))
 	b4.Softmax(wt, 1)
 	if err := b4.Err(); err == nil || !strings.Contains(err.Error(), "read-only weight") {
@@ -263,8 +255,10 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestProfile(t *testing.T) {
-	b := testBackend(t)
+func TestProfile(t *testing.T) { eachDevice(t, testProfile) }
+
+func testProfile(t *testing.T, dev *Backend) {
+	b := dev
 	x, err := b.Alloc(dtype.F32, 3, 100)
 	if err != nil {
 		t.Fatal(err)

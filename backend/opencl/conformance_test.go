@@ -7,15 +7,17 @@ import (
 	"github.com/glint-llm/glint/backend/backendtest"
 )
 
-// TestConformance runs the shared suite. Each case gets a fresh Backend (a
-// failed op fails a backend for good); they share the device's program.
+// TestConformance runs the shared suite on every selected device. Each case
+// gets a fresh Backend (a failed op fails a backend for good); they share
+// the device's program.
 func TestConformance(t *testing.T) {
-	testBackend(t)
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
-		b, err := New(Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+	eachDevice(t, func(t *testing.T, shared *Backend) {
+		backendtest.Run(t, func(t *testing.T) backend.Backend {
+			b, err := open(deviceOf(shared), variant{cpu: shared.mat.cpu})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		})
 	})
 }

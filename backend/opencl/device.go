@@ -166,8 +166,9 @@ func describe(d cl.Device) (DeviceInfo, error) {
 }
 
 // pick applies an Options.Device selector: "" is the first GPU, else the
-// first device; a number is an index; anything else is a case-insensitive
-// substring of the device name (or "platform: name").
+// first device; a number is an index; anything else is a device's
+// ShortName ("pocl") or a case-insensitive substring of the device name (or
+// "platform: name").
 func pick(ds []device, sel string) (device, error) {
 	sel = strings.TrimSpace(sel)
 	if sel == "" {
@@ -186,7 +187,7 @@ func pick(ds []device, sel string) (device, error) {
 	}
 	low := strings.ToLower(sel)
 	for _, d := range ds {
-		if strings.Contains(strings.ToLower(d.info.Platform+": "+d.info.Name), low) {
+		if strings.EqualFold(d.info.ShortName(), sel) || strings.Contains(strings.ToLower(d.info.Platform+": "+d.info.Name), low) {
 			return d, nil
 		}
 	}

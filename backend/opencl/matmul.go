@@ -19,6 +19,10 @@ const mmChunk = 128
 // row, and mm_T groups of mmGroup rows.
 type matShape struct {
 	mvGroup, mvLanes, mmGroup int
+	// mvfGroups, when positive, caps the work-groups of a fused decode
+	// matmul (mvf_T), each then taking several passes of rows: every group
+	// repeats the activation prologue.
+	mvfGroups int
 	// cpu selects mmc_T over mm_T (see matmul.cl).
 	cpu bool
 }
@@ -31,9 +35,11 @@ type matShape struct {
 // one core: there one work-item per row streaming the whole row is fastest,
 // in groups large enough to amortise the per-group cost but numerous enough
 // (≥ 8 per core for rows in the thousands) to balance the cores.
-func tune(cpu bool, mv, mm *kern) matShape {
+func tune(cpu bool, cus int, mv, mm *kern) matShape {
 	if cpu {
-		return matShape{mvGroup: min(16, mv.max), mvLanes: 1, mmGroup: min(64, mm.max), cpu: true}
+		// A fused decode matmul in about four groups per core: enough to
+		// balance them, few enough that the repeated prologue stays small.
+		return matShape{mvGroup: min(16, mv.max), mvLanes: 1, mmGroup: min(64, mm.max), mvfGroups: 4 * max(cus, 1), cpu: true}
 	}
 	lanes := pow2Floor(min(max(mv.simd, 8), 64))
 	group := max(lanes, 128)
@@ -68,7 +74,7 @@ func mvUnit(dt dtype.Type) int {
 // MatMulTransposed computes dst = x·wᵀ for the first n rows of x.
 func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	const op = "MatMulTransposed"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -95,6 +101,10 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	if n == 0 || out == 0 || !b.fits(op, "w columns", in) || !b.fits(op, "w rows", out) || !b.fits(op, "n", n) {
 		return
 	}
+	if n == 1 && b.holdMatMul(d, xt, wt) {
+		return
+	}
+	b.flush()
 	// Block formats read activations rounded as dtype.RoundActivations
 	// defines, from b.act (quant.cl); their kernels take the quants and
 	// the scales where the float kernels take x, one argument further on.
@@ -124,6 +134,9 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	}
 	if n == 1 {
 		k := wk.mv
+		if !b.made(k) {
+			return
+		}
 		// Lanes beyond the units of a row would idle: give them rows.
 		units := max(in/mvUnit(wt.dt), 1)
 		group := pow2Floor(min(b.mat.mvGroup, k.max))
@@ -149,6 +162,9 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	k := wk.mm
 	if b.mat.cpu {
 		k = wk.mmc
+	}
+	if !b.made(k) {
+		return
 	}
 	group := min(b.mat.mmGroup, k.max)
 	b.argMem(k, 0, wt.mem)
@@ -224,6 +240,9 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 		return true
 	}
 	a.src = nil
+	if !b.made(qk) {
+		return false
+	}
 	if at == dtype.F16 || at == dtype.BF16 {
 		// The rounded values stay floats, in q: the float kernels read them
 		// as they would read x.

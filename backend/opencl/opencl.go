@@ -30,8 +30,8 @@ import (
 // Options selects the device.
 type Options struct {
 	// Device is "" for the first GPU (else the first device), a number for
-	// an index in Devices' order, or else a case-insensitive substring of
-	// the device name.
+	// an index in Devices' order, or else a device's ShortName ("pocl",
+	// "llvmpipe") or a case-insensitive substring of its name.
 	Device string
 }
 
@@ -120,13 +120,45 @@ func buildProgram(ctx cl.Context, d cl.Device, src string, cpu, exactDiv bool) (
 	return p, nil
 }
 
-// kern is a kernel with the work-group size used to launch it.
+// kern is a kernel with the work-group size used to launch it. It is made
+// from the program on first use (Backend.made): some drivers (Mesa's
+// rusticl) compile each kernel when it is made, so a model that uses a few
+// weight types compiles only their kernels.
 type kern struct {
 	k    cl.Kernel
 	name string
+	ok   bool // k is made and wg, max and simd are set
 	wg   int
 	max  int // CL_KERNEL_WORK_GROUP_SIZE
 	simd int // CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE
+}
+
+// made makes k on first use and reports whether it may be used; a failure
+// is the backend's error.
+func (b *Backend) made(k *kern) bool {
+	if k.ok {
+		return true
+	}
+	if b.err != nil {
+		return false
+	}
+	var err error
+	if k.k, err = b.prog.Kernel(k.name); err == nil {
+		if k.max, err = k.k.MaxWorkGroup(b.dev); err == nil {
+			k.simd, err = k.k.PreferredMultiple(b.dev)
+		}
+		b.live = append(b.live, k)
+	}
+	if err != nil {
+		b.fail(fmt.Errorf("opencl: kernel %s: %w", k.name, err))
+		return false
+	}
+	k.wg = groupSize
+	for k.wg > k.max {
+		k.wg /= 2
+	}
+	k.ok = true
+	return true
 }
 
 // weightKernels are the per-type kernels of a weight format. For the block
@@ -136,6 +168,8 @@ type kern struct {
 // (a GPU's mv rounds as it reads, see weights.cl).
 type weightKernels struct {
 	mv, mm, mmc, embedding, quant, round *kern
+	// mvf is the block formats' fused decode matmul (fused.cl).
+	mvf *kern
 }
 
 // Backend runs ops on one OpenCL device.
@@ -143,14 +177,15 @@ type Backend struct {
 	info DeviceInfo
 	dev  cl.Device
 	ctx  cl.Context
+	prog cl.Program // the device's, shared by its Backends
 	q    *cl.Queue
 
 	byType                                                        map[dtype.Type]weightKernels
 	rmsNorm, softmax, argmax, siluMul, siluMulRows, add, copyKern *kern
 	// copyF16 copies F16 elements; copyF32F16 rounds F32 to F16 (the
 	// append to an f16 KV cache).
-	copyF16, copyF32F16 *kern
-	rope                *kern
+	copyF16, copyF32F16, copyF16F32 *kern
+	rope                            *kern
 	// The ops of architectures beyond Llama (arch_ops.go); geluTable is
 	// ggml's F16 GELU table (ggmlmath.GELUTable), uploaded once.
 	layerNorm, geluMul, addBias, scale, softCap *kern
@@ -160,7 +195,8 @@ type Backend struct {
 	attention, attentionPart [2][2]*kern
 	attentionStats           [2]*kern
 	attentionMerge           *kern
-	kernels                  []*kern
+	// live are the kernels made so far, released by Close.
+	live []*kern
 
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
@@ -169,6 +205,12 @@ type Backend struct {
 	// arithmetic attention and SiLU follow, as the CPU backend's do
 	// (cpu.Flavour): 16 for AVX-512, else 8.
 	lanes int
+
+	// chains[:nchains] are the ops held back to be fused (fuse.go); fuse,
+	// on by default, lets ops be held (tests turn it off to compare).
+	chains  [2]chain
+	nchains int
+	fuse    bool
 
 	// attnScratch holds flash-decoding partials (see attendSplit), grown
 	// on demand; attnParts, when positive, forces the partition count
@@ -247,43 +289,23 @@ func open(d device, v variant) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, lanes: 8}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, lanes: 8}
 	if cpu.Flavour() == "avx512" {
 		b.lanes = 16
 	}
-	if err := b.init(c.prog, v.cpu); err != nil {
+	if err := b.init(v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
 	return b, nil
 }
 
-func (b *Backend) init(prog cl.Program, cpu bool) error {
+func (b *Backend) init(cpu bool) error {
 	var err error
 	if b.q, err = b.ctx.NewQueue(b.dev); err != nil {
 		return err
 	}
-	mk := func(name string) *kern {
-		if err != nil {
-			return nil
-		}
-		var k cl.Kernel
-		if k, err = prog.Kernel(name); err != nil {
-			return nil
-		}
-		kk := &kern{k: k, name: name, wg: groupSize}
-		b.kernels = append(b.kernels, kk)
-		if kk.max, err = k.MaxWorkGroup(b.dev); err != nil {
-			return nil
-		}
-		if kk.simd, err = k.PreferredMultiple(b.dev); err != nil {
-			return nil
-		}
-		for kk.wg > kk.max {
-			kk.wg /= 2
-		}
-		return kk
-	}
+	mk := func(name string) *kern { return &kern{name: name} }
 	quant := map[dtype.Type]*kern{dtype.Q8_0: mk("quantize_q8_0"), dtype.Q8_1: mk("quantize_q8_1"), dtype.Q8_K: mk("quantize_q8_k")}
 	for _, wt := range weightTypes {
 		q := "" // the integer kernels of quant.cl
@@ -291,15 +313,18 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 			q = "q"
 		}
 		sfx := q + "_" + wt.suffix
-		wk := weightKernels{mk("mv" + sfx), mk("mm" + sfx), mk("mmc" + sfx), mk("embedding_" + wt.suffix), quant[wt.dt.ActivationType()], nil}
+		wk := weightKernels{mv: mk("mv" + sfx), mm: mk("mm" + sfx), mmc: mk("mmc" + sfx), embedding: mk("embedding_" + wt.suffix), quant: quant[wt.dt.ActivationType()]}
 		if wt.dt == dtype.F16 || wt.dt == dtype.BF16 {
 			wk.round = mk("round_act_" + wt.suffix)
+		}
+		if wt.dt.Quantized() {
+			wk.mvf = mk("mvf_" + wt.suffix)
 		}
 		b.byType[wt.dt] = wk
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
 	b.siluMul, b.siluMulRows, b.add, b.copyKern = mk("silu_mul"), mk("silu_mul_rows"), mk("add"), mk("copy")
-	b.copyF16, b.copyF32F16 = mk("copy_f16"), mk("copy_f32_f16")
+	b.copyF16, b.copyF32F16, b.copyF16F32 = mk("copy_f16"), mk("copy_f32_f16"), mk("copy_f16_f32")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
 	b.layerNorm, b.geluMul, b.addBias = mk("layer_norm"), mk("gelu_mul"), mk("add_bias")
 	b.scale, b.softCap = mk("scale"), mk("soft_cap")
@@ -311,10 +336,14 @@ func (b *Backend) init(prog cl.Program, cpu bool) error {
 			b.attentionPart[ki][vi] = mk("attention_part_" + kn + "_" + vn)
 		}
 	}
-	if err != nil {
-		return err
+	mv, mm := b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mm
+	if cpu {
+		mm = b.byType[dtype.Q4_0].mmc
 	}
-	b.mat = tune(cpu, b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mm)
+	if !b.made(mv) || !b.made(mm) {
+		return b.err
+	}
+	b.mat = tune(cpu, b.info.ComputeUnits, mv, mm)
 	if b.status, err = b.ctx.NewBuffer(8); err != nil {
 		return err
 	}
@@ -338,12 +367,14 @@ func (b *Backend) Info() DeviceInfo { return b.info }
 
 // Stats returns the traffic and launches since New or ResetStats.
 func (b *Backend) Stats() Stats {
+	b.flush()
 	to, from, l := b.q.Counters()
 	return Stats{ToDevice: to, FromDevice: from, Launches: l}
 }
 
 // ResetStats zeroes Stats and the kernel profile.
 func (b *Backend) ResetStats() {
+	b.flush()
 	b.q.ResetCounters()
 	b.profile = nil
 }
@@ -352,6 +383,7 @@ func (b *Backend) ResetStats() {
 // carries an event whose device time Sync adds to Profile; it costs a little
 // host time per launch.
 func (b *Backend) SetProfiling(on bool) {
+	b.flush()
 	if !on {
 		b.collect()
 	}
@@ -361,6 +393,7 @@ func (b *Backend) SetProfiling(on bool) {
 // Profile returns the accumulated device time per kernel, largest first,
 // after waiting for queued work.
 func (b *Backend) Profile() []KernelTime {
+	b.flush()
 	b.collect()
 	out := make([]KernelTime, 0, len(b.profile))
 	for _, kt := range b.profile {
@@ -410,8 +443,12 @@ func (b *Backend) fail(err error) {
 	}
 }
 
-// Err returns the first recorded error without waiting.
-func (b *Backend) Err() error { return b.err }
+// Err returns the first recorded error without waiting (after queueing
+// what the backend holds, whose launch may fail).
+func (b *Backend) Err() error {
+	b.flush()
+	return b.err
+}
 
 // Sync waits for queued work and returns the first error. Token ids out of
 // range in Embedding are found on the device and surface here.
@@ -419,6 +456,7 @@ func (b *Backend) Sync() error {
 	if b.closed {
 		return b.closedErr()
 	}
+	b.flush()
 	if err := b.q.Finish(); err != nil {
 		b.fail(err)
 	}
@@ -476,10 +514,10 @@ func (b *Backend) release() {
 		t.freed = true
 	}
 	b.tensors = nil
-	for _, k := range b.kernels {
+	for _, k := range b.live {
 		k.k.Release()
 	}
-	b.kernels = nil
+	b.live = nil
 	b.status.Release()
 	b.geluTable.Release()
 	b.attnScratch.Release()

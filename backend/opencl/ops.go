@@ -13,7 +13,18 @@ import (
 // package backend) and otherwise queues one kernel. Nothing here allocates
 // on the success path: error values are built only on failure.
 
+// begin starts an op that launches at once: what the backend holds (see
+// fuse.go) is launched first.
 func (b *Backend) begin(op string) bool {
+	if !b.beginHeld(op) {
+		return false
+	}
+	b.flush()
+	return true
+}
+
+// beginHeld starts an op that may join the held chain (fuse.go).
+func (b *Backend) beginHeld(op string) bool {
 	if b.closed {
 		b.fail(fmt.Errorf("opencl: %s: %w", op, errClosed))
 		return false
@@ -146,6 +157,9 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 		return
 	}
 	k := wk.embedding
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, tb.mem)
 	b.argU64(k, 2, tb.bytes/max(vocab, 1))
@@ -162,7 +176,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 // RMSNorm normalises the first n rows of x into dst, scaled by w.
 func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	const op = "RMSNorm"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -182,21 +196,34 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if n == 0 || !b.fits(op, "columns", cols) || !b.fits(op, "rows", rows) {
 		return
 	}
+	if n == 1 && wt.elems == cols && b.holdNorm(d, xt, wt, eps) {
+		return
+	}
+	b.flush()
+	b.launchRMSNorm(d, xt, wt, n, eps)
+}
+
+// launchRMSNorm queues rms_norm over n rows, each run of w's length of them
+// on its own.
+func (b *Backend) launchRMSNorm(d, x, w *tensor, n int, eps float32) {
 	k := b.rmsNorm
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
-	b.argMem(k, 1, xt.mem)
-	b.argMem(k, 2, wt.mem)
-	b.argI32(k, 3, wt.elems)
+	b.argMem(k, 1, x.mem)
+	b.argMem(k, 2, w.mem)
+	b.argI32(k, 3, w.elems)
 	b.argF32(k, 4, eps)
-	b.argLocal(k, 5, 8*k.wg) // doubles where the device has fp64 (norm.cl)
-	b.launch(k, 2, [3]int{k.wg, rows, 1}, [3]int{k.wg, 1, 1})
+	b.argLocal(k, 5, 8*k.wg) // a double or a float-float pair per item (norm.cl)
+	b.launch(k, 2, [3]int{k.wg, n * (backend.Cols(x) / w.elems), 1}, [3]int{k.wg, 1, 1})
 }
 
 // RoPE rotates the heads of the first n rows of x in place, row i by the
 // position pos[i].
 func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tensor, r backend.Rope) {
 	const op = "RoPE"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	xt, pt := b.out(op, "x", x), b.own(op, "pos", pos)
@@ -237,10 +264,14 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			return
 		}
 	}
-	if n == 0 || !b.fits(op, "rows", n) {
+	if n == 0 || !b.fits(op, "rows", n) || (n == 1 && b.holdRoPE(xt, heads, headDim, pt, r, freqs)) {
 		return
 	}
+	b.flush()
 	k := b.rope
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, heads)
 	b.argI32(k, 2, headDim)
@@ -268,10 +299,29 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	b.launch(k, 3, [3]int{roundUp(r.Dims/2, local), heads, n}, [3]int{local, 1, 1})
 }
 
+// elemRows validates n rows of same-shaped F32 tensors (dst first) for an
+// elementwise op and returns them with the element count, or d nil when
+// there is nothing to launch: an error (recorded), no elements, or hold
+// (for one row) ended the held chain with the op (fuse.go).
+func (b *Backend) elemRows(op string, n int, dst, a, c backend.Tensor, hold func(d, a, c *tensor) bool) (d, at, ct *tensor, count int) {
+	if !b.beginHeld(op) {
+		return nil, nil, nil, 0
+	}
+	d, at, ct, count = b.rowsOf(op, n, dst, a, c)
+	if d == nil || (n == 1 && hold(d, at, ct)) {
+		return nil, nil, nil, 0
+	}
+	b.flush()
+	return d, at, ct, count
+}
+
 // launchElems launches the elementwise kernel k over count elements of d,
-// at and ct (as sameRows returns them), passing the ints more after the
+// at and ct (as elemRows returns them), passing the ints more after the
 // count.
 func (b *Backend) launchElems(k *kern, d, at, ct *tensor, count int, more ...int) {
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, at.mem)
 	b.argMem(k, 2, ct.mem)
@@ -286,8 +336,10 @@ func (b *Backend) launchElems(k *kern, d, at, ct *tensor, count int, more ...int
 // exp of the llama.cpp build it follows over each row's whole vectors of
 // its width (lanes), the C library's over the rest (elementwise.cl): rows
 // of whole vectors take silu_mul, which need not find where a row ends.
+// One row may join the held chain instead (fused.cl's mvf, which computes
+// the same).
 func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
-	d, g, u, count := b.sameRows("SiLUMul", n, dst, gate, up)
+	d, g, u, count := b.elemRows("SiLUMul", n, dst, gate, up, b.holdSiLUMul)
 	if d == nil {
 		return
 	}
@@ -300,7 +352,7 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 
 // Add computes dst = a + b.
 func (b *Backend) Add(dst, a, c backend.Tensor, n int) {
-	if d, at, ct, count := b.sameRows("Add", n, dst, a, c); d != nil {
+	if d, at, ct, count := b.elemRows("Add", n, dst, a, c, b.holdAdd); d != nil {
 		b.launchElems(b.add, d, at, ct, count)
 	}
 }
@@ -313,6 +365,9 @@ func (b *Backend) copyElems(d *tensor, dstOff int, s *tensor, srcOff, count int)
 // copyWith queues one of the copy kernels (elementwise.cl), which share
 // their arguments: dst, dstOff, src, srcOff, count, offsets in elements.
 func (b *Backend) copyWith(k *kern, d *tensor, dstOff int, s *tensor, srcOff, count int) {
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argU64(k, 1, dstOff)
 	b.argMem(k, 2, s.mem)
@@ -350,7 +405,7 @@ func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 // CopySlice copies count elements of src at srcOff to dst at dstOff.
 func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
 	const op = "CopySlice"
-	if !b.begin(op) {
+	if !b.beginHeld(op) {
 		return
 	}
 	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
@@ -366,17 +421,21 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		k = b.copyF16
 	case d.dt == dtype.F16 && s.dt == dtype.F32:
 		k = b.copyF32F16
+	case d.dt == dtype.F32 && s.dt == dtype.F16:
+		k = b.copyF16F32
 	default:
-		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, or F32 into F16", d, s)
+		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, F32 into F16 or F16 into F32", d, s)
 		return
 	}
 	if count < 0 || dstOff < 0 || srcOff < 0 || dstOff > d.elems-count || srcOff > s.elems-count {
 		b.shape(op, "%d elements from src %v at %d to dst %v at %d are out of bounds", count, s, srcOff, d, dstOff)
 		return
 	}
-	if count > 0 && b.fits(op, "count", count) {
-		b.copyWith(k, d, dstOff, s, srcOff, count)
+	if count == 0 || !b.fits(op, "count", count) || b.holdStore(d, dstOff, s, srcOff, count) {
+		return
 	}
+	b.flush()
+	b.copyWith(k, d, dstOff, s, srcOff, count)
 }
 
 // Attention is attention of n query rows over the cache cells kv lets
@@ -474,6 +533,9 @@ func (b *Backend) Softmax(x backend.Tensor, n int) {
 		return
 	}
 	k := b.softmax
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, cols)
 	b.argLocal(k, 2, 4*k.wg)
@@ -506,6 +568,9 @@ func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
 		return
 	}
 	k := b.argmax
+	if !b.made(k) {
+		return
+	}
 	b.argMem(k, 0, d.mem)
 	b.argMem(k, 1, xt.mem)
 	b.argI32(k, 2, cols)

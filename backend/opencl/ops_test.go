@@ -43,8 +43,8 @@ type fixture struct {
 	all []both
 }
 
-func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, c: cpuBackend(), o: testBackend(t), rng: rand.New(rand.NewPCG(1, uint64(len(t.Name()))))}
+func newFixture(t *testing.T, o *Backend) *fixture {
+	f := &fixture{t: t, c: cpuBackend(), o: o, rng: rand.New(rand.NewPCG(1, uint64(len(t.Name()))))}
 	t.Cleanup(func() {
 		for _, b := range f.all {
 			f.c.Free(b.c)
@@ -221,20 +221,12 @@ var matCols = map[dtype.Type]int{
 	dtype.Q2_K: 768, dtype.Q3_K: 768, dtype.Q4_K: 768, dtype.Q5_K: 768, dtype.IQ4_XS: 768,
 }
 
-// otherVariant opens a Backend with the kernel variants and launch shapes
-// of the other device class (see TestOtherVariants), closed when t ends.
-func otherVariant(t *testing.T) *Backend {
+// otherVariant opens a Backend on b's device with the kernel variants and
+// launch shapes of the other device class (see TestOtherVariants), closed
+// when t ends.
+func otherVariant(t *testing.T, b *Backend) *Backend {
 	t.Helper()
-	testBackend(t)
-	ds, err := devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := pick(ds, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := open(d, variant{cpu: d.info.Type != "CPU"})
+	b, err := open(deviceOf(b), variant{cpu: !b.mat.cpu})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,13 +237,15 @@ func otherVariant(t *testing.T) *Backend {
 // TestMatMulTransposed runs each weight type's matmul on the device's own
 // kernel variants and on the other device class's (mv with lanes per row
 // and mm's local-memory tiles where the device is a CPU).
-func TestMatMulTransposed(t *testing.T) {
-	other := otherVariant(t)
+func TestMatMulTransposed(t *testing.T) { eachDevice(t, testMatMulTransposed) }
+
+func testMatMulTransposed(t *testing.T, dev *Backend) {
+	other := otherVariant(t, dev)
 	for _, wt := range weightTypes {
 		for _, n := range []int{1, 3, 8, 17} {
 			for _, v := range []string{"native", "other"} {
 				t.Run(fmt.Sprintf("%v/n=%d/%s", wt.dt, n, v), func(t *testing.T) {
-					f := newFixture(t)
+					f := newFixture(t, dev)
 					if v == "other" {
 						f.o = other
 					}
@@ -309,14 +303,14 @@ func TestMatMulTransposed(t *testing.T) {
 							want[i*rows+r] = float32(s)
 						}
 					}
-					// Both backends round the activations bit for bit alike (on
-					// a device with correctly rounded division, as PoCL has), so
+					// Both backends round the activations bit for bit alike (with
+					// or without the device's correctly rounded division), so
 					// only float32 summation order separates them, and for the
 					// block formats not even that: both follow ggml's order
 					// operation for operation.
 					f.close("matmul vs float64 reference", want, o, mag, 1e-6, 0)
 					f.close("matmul", c, o, mag, 1e-6, 0)
-					if wt.dt.Quantized() && f.o.Info().CorrectDivide {
+					if wt.dt.Quantized() {
 						for i := range n * rows {
 							if math.Float32bits(c[i]) != math.Float32bits(o[i]) {
 								t.Fatalf("element %d: cpu %v, opencl %v: not the same bits", i, c[i], o[i])
@@ -341,8 +335,10 @@ func TestMatMulTransposed(t *testing.T) {
 // number of blocks (IQ4_NL's decode pairs them). Q4_0 runs on 41 rows
 // (lanes) and on 48 (a multiple of 8: one accumulator, as ggml's repacked
 // matrices).
-func TestMatMulLanesWide(t *testing.T) {
-	other := otherVariant(t)
+func TestMatMulLanesWide(t *testing.T) { eachDevice(t, testMatMulLanesWide) }
+
+func testMatMulLanesWide(t *testing.T, dev *Backend) {
+	other := otherVariant(t, dev)
 	type shape struct {
 		dt   dtype.Type
 		rows int
@@ -362,12 +358,9 @@ func TestMatMulLanesWide(t *testing.T) {
 		for _, n := range []int{1, 5} {
 			for _, v := range []string{"native", "other"} {
 				t.Run(fmt.Sprintf("%v/rows=%d/n=%d/%s", dt, rows, n, v), func(t *testing.T) {
-					f := newFixture(t)
+					f := newFixture(t, dev)
 					if v == "other" {
 						f.o = other
-					}
-					if !f.o.Info().CorrectDivide {
-						t.Skip("activations round differently without correctly rounded division")
 					}
 					w := f.weight(dt, []int{rows, cols}, randomWeight(f.rng, dt, rows, cols))
 					x := f.f32(f.rand((n+1)*cols, -1, 1), n+1, cols)
@@ -387,10 +380,12 @@ func TestMatMulLanesWide(t *testing.T) {
 	}
 }
 
-func TestEmbedding(t *testing.T) {
+func TestEmbedding(t *testing.T) { eachDevice(t, testEmbedding) }
+
+func testEmbedding(t *testing.T, dev *Backend) {
 	for _, wt := range weightTypes {
 		t.Run(wt.dt.String(), func(t *testing.T) {
-			f := newFixture(t)
+			f := newFixture(t, dev)
 			vocab, cols := 11, matCols[wt.dt]
 			data := randomWeight(f.rng, wt.dt, vocab, cols)
 			table := f.weight(wt.dt, []int{vocab, cols}, data)
@@ -415,8 +410,10 @@ func TestEmbedding(t *testing.T) {
 	}
 }
 
-func TestRMSNorm(t *testing.T) {
-	f := newFixture(t)
+func TestRMSNorm(t *testing.T) { eachDevice(t, testRMSNorm) }
+
+func testRMSNorm(t *testing.T, dev *Backend) {
+	f := newFixture(t, dev)
 	for _, cols := range []int{197, 2048, 8192} {
 		n := 3
 		x := f.f32(f.rand((n+1)*cols, -3, 3), n+1, cols)
@@ -425,17 +422,16 @@ func TestRMSNorm(t *testing.T) {
 		f.c.RMSNorm(dst.c, x.c, w.c, n, 1e-5)
 		f.o.RMSNorm(dst.o, x.o, w.o, n, 1e-5)
 		c, o := f.read(dst, n*cols)
-		// With fp64 both follow ggml's operations (a double sum of float
-		// squares, exact or within 2⁻⁵³ in any order): the same bits.
-		tol, abs := 1e-5, 1e-7
-		if f.o.Info().FP64 {
-			tol, abs = 0, 0
-		}
-		f.close(fmt.Sprintf("rmsnorm %d", cols), c, o, nil, tol, abs)
+		// Both follow ggml's operations (a double sum of float squares,
+		// exact or within 2⁻⁵³ in any order, or on a device without fp64
+		// a float-float sum as near): the same bits.
+		f.close(fmt.Sprintf("rmsnorm %d", cols), c, o, nil, 0, 0)
 	}
 }
 
-func TestRoPE(t *testing.T) {
+func TestRoPE(t *testing.T) { eachDevice(t, testRoPE) }
+
+func testRoPE(t *testing.T, dev *Backend) {
 	cases := []struct {
 		neox, freqs bool
 		dims, pos0  int
@@ -448,7 +444,7 @@ func TestRoPE(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("neox=%v/freqs=%v/dims=%d/pos=%d", tc.neox, tc.freqs, tc.dims, tc.pos0), func(t *testing.T) {
-			f := newFixture(t)
+			f := newFixture(t, dev)
 			n, heads, hd := 3, 5, 16
 			x := f.f32(f.rand(n*heads*hd, -2, 2), n, heads*hd)
 			r := backend.Rope{Dims: tc.dims, Theta: 500000, NeoX: tc.neox}
@@ -473,10 +469,12 @@ func TestRoPE(t *testing.T) {
 	}
 }
 
-func TestElementwise(t *testing.T) {
+func TestElementwise(t *testing.T) { eachDevice(t, testElementwise) }
+
+func testElementwise(t *testing.T, dev *Backend) {
 	// Rows of whole vectors (silu_mul) and not (silu_mul_rows).
 	for _, cols := range []int{128, 131} {
-		f := newFixture(t)
+		f := newFixture(t, dev)
 		n := 5
 		av := f.rand((n+1)*cols, -8, 8)
 		// Gates where ggml's exp leaves its main range (|x·log2 e| > 126,
@@ -510,8 +508,10 @@ func TestElementwise(t *testing.T) {
 	}
 }
 
-func TestCopy(t *testing.T) {
-	f := newFixture(t)
+func TestCopy(t *testing.T) { eachDevice(t, testCopy) }
+
+func testCopy(t *testing.T, dev *Backend) {
+	f := newFixture(t, dev)
 	src := f.f32(f.rand(4*10, -1, 1), 4, 10)
 	dst := f.f32(f.rand(5*10, -1, 1), 5, 10)
 	f.c.Copy(dst.c, src.c, 3)
@@ -539,13 +539,15 @@ func (f *fixture) view(v backendtest.View) (c, o backend.KVView) {
 	return c, o
 }
 
-func TestAttention(t *testing.T) {
+func TestAttention(t *testing.T) { eachDevice(t, testAttention) }
+
+func testAttention(t *testing.T, dev *Backend) {
 	type shape struct{ heads, kvHeads, hd int }
 	shapes := []shape{{6, 2, 40}, {4, 4, 16}, {3, 1, 80}}
 	for _, s := range shapes {
 		for _, kvLen := range []int{1, 2, 33, 1000} {
 			t.Run(fmt.Sprintf("gen/h%d/kv%d/d%d/len%d", s.heads, s.kvHeads, s.hd, kvLen), func(t *testing.T) {
-				f := newFixture(t)
+				f := newFixture(t, dev)
 				maxSeq := kvLen + 3
 				cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
 				q := f.f32(f.rand(cols, -1, 1), cols)
@@ -564,7 +566,7 @@ func TestAttention(t *testing.T) {
 		for _, p := range [][2]int{{5, 0}, {7, 30}, {3, 300}, {300, 0}} {
 			n, pos0 := p[0], p[1]
 			t.Run(fmt.Sprintf("prefill/h%d/kv%d/d%d/n%d/pos%d", s.heads, s.kvHeads, s.hd, n, pos0), func(t *testing.T) {
-				f := newFixture(t)
+				f := newFixture(t, dev)
 				maxSeq := pos0 + n + 2
 				cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
 				q := f.f32(f.rand(n*cols, -1, 1), n, cols)
@@ -592,7 +594,9 @@ func TestAttention(t *testing.T) {
 // flash-decoding split are TestAttention's and TestAttentionSplit's.
 // Without fp64 the softmax sum is a float pair, which may round otherwise
 // (rarely): there the tolerance of TestAttention applies.
-func TestAttentionBits(t *testing.T) {
+func TestAttentionBits(t *testing.T) { eachDevice(t, testAttentionBits) }
+
+func testAttentionBits(t *testing.T, dev *Backend) {
 	views := []struct {
 		name   string
 		view   backendtest.View
@@ -612,7 +616,7 @@ func TestAttentionBits(t *testing.T) {
 				for _, vt := range types {
 					name := fmt.Sprintf("h%d/kv%d/d%d/%s/K%v/V%v", s.heads, s.kvHeads, s.hd, vw.name, kt, vt)
 					t.Run(name, func(t *testing.T) {
-						f := newFixture(t)
+						f := newFixture(t, dev)
 						f.o.attnParts = 1
 						defer func() { f.o.attnParts = 0 }()
 						n, cells := vw.view.N(), vw.view.Hi
@@ -666,8 +670,10 @@ func (f *fixture) cache(dt dtype.Type, vals []float32, shape ...int) both {
 	return b
 }
 
-func TestSoftmaxArgmax(t *testing.T) {
-	f := newFixture(t)
+func TestSoftmaxArgmax(t *testing.T) { eachDevice(t, testSoftmaxArgmax) }
+
+func testSoftmaxArgmax(t *testing.T, dev *Backend) {
+	f := newFixture(t, dev)
 	n, cols := 4, 1001
 	vals := f.rand(n*cols, -20, 20)
 	// Row 1: a tie for the maximum, the first must win. Row 2: all equal.

@@ -110,17 +110,11 @@ func quantRows(rng *rand.Rand, at dtype.Type, k int) map[string][]float32 {
 // TestQuantize checks quant.cl's quantisers byte for byte against the Go
 // definition, on the build with correctly rounded division (where the device
 // offers it) and on the fallback without it.
-func TestQuantize(t *testing.T) {
-	testBackend(t)
-	ds, err := devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := pick(ds, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []variant{{cpu: d.info.Type == "CPU"}, {cpu: d.info.Type == "CPU", approxDiv: true}} {
+func TestQuantize(t *testing.T) { eachDevice(t, testQuantize) }
+
+func testQuantize(t *testing.T, dev *Backend) {
+	d := deviceOf(dev)
+	for _, v := range []variant{{cpu: dev.mat.cpu}, {cpu: dev.mat.cpu, approxDiv: true}} {
 		t.Run(fmt.Sprintf("approxDiv=%v", v.approxDiv), func(t *testing.T) {
 			b, err := open(d, v)
 			if err != nil {
@@ -192,13 +186,11 @@ func runQuantize(t *testing.T, b *Backend, at dtype.Type, x []float32, n, k int)
 // activations (by an op or from the host) makes the next matmul quantise
 // them again: results must equal those of another backend that has just
 // been given the new values.
-func TestQuantizedReuse(t *testing.T) {
-	b := testBackend(t)
-	ref, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+func TestQuantizedReuse(t *testing.T) { eachDevice(t, testQuantizedReuse) }
+
+func testQuantizedReuse(t *testing.T, dev *Backend) {
+	b := dev
+	ref := another(t, dev)
 	const k, m, n = 256, 40, 3
 	rng := rand.New(rand.NewPCG(5, 6))
 	alloc := func(vals []float32, shape ...int) backend.Tensor {

@@ -92,26 +92,6 @@ func (r rt) cache(dt dtype.Type, vals []float32, maxSeq, kvHeads, headDim int) (
 	return c, held
 }
 
-// bothVariants returns the shared backend and one built with the other
-// device class's kernel variants and launch shapes (see TestOtherVariants).
-func bothVariants(t *testing.T) []*Backend {
-	b := testBackend(t)
-	ds, err := devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := pick(ds, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := open(d, variant{cpu: !b.mat.cpu})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { o.Close() })
-	return []*Backend{b, o}
-}
-
 // f16Specials are values whose f16 rounding is decided at an edge: exact
 // ties (to even, up and down), the largest finite half and the first value
 // that overflows, subnormal halves and their ties, underflow to zero, and
@@ -126,8 +106,10 @@ var f16Specials = []float32{
 
 // TestCopySliceF16 checks the append to an f16 cache bit for bit against
 // dtype.F32ToF16 (nearest, ties to even), and F16-to-F16 copies.
-func TestCopySliceF16(t *testing.T) {
-	r := rt{t, testBackend(t)}
+func TestCopySliceF16(t *testing.T) { eachDevice(t, testCopySliceF16) }
+
+func testCopySliceF16(t *testing.T, dev *Backend) {
+	r := rt{t, dev}
 	rng := rand.New(rand.NewPCG(1, 16))
 	vals := append([]float32(nil), f16Specials...)
 	vals = append(vals, float32(math.NaN()))
@@ -173,16 +155,17 @@ func TestCopySliceF16(t *testing.T) {
 
 }
 
-// TestCacheTypeErrors checks that only F32 into F16 converts and that
+// TestCacheTypeErrors checks that only F32 and F16 convert into each other and that
 // attention refuses caches of other types, each on a fresh backend since
 // errors are sticky.
-func TestCacheTypeErrors(t *testing.T) {
-	testBackend(t) // builds the program once for the whole binary
+func TestCacheTypeErrors(t *testing.T) { eachDevice(t, testCacheTypeErrors) }
+
+func testCacheTypeErrors(t *testing.T, dev *Backend) {
 	cases := []struct {
 		name, want string
 		op         func(b *Backend, f32, f16, bf16, q backend.Tensor)
 	}{
-		{"F16 into F32", "want both F32", func(b *Backend, f32, f16, _, _ backend.Tensor) { b.CopySlice(f32, 0, f16, 0, 4) }},
+		{"BF16 into F32", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(f32, 0, bf16, 0, 4) }},
 		{"F32 into BF16", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(bf16, 0, f32, 0, 4) }},
 		{"BF16 K cache", "is not F32 or F16", func(b *Backend, f32, f16, bf16, q backend.Tensor) {
 			b.Attention(q, q, bf16, f16, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
@@ -192,10 +175,7 @@ func TestCacheTypeErrors(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		b, err := New(Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := another(t, dev)
 		f32, _ := b.Alloc(dtype.F32, 2, 1, 4)
 		f16, _ := b.Alloc(dtype.F16, 2, 1, 4)
 		bf16, _ := b.Alloc(dtype.BF16, 2, 1, 4)
@@ -284,8 +264,10 @@ const pDelta = 4e-6
 // rounding points are really applied: where they move the result by more
 // than the tolerance, the result must be nearer the reference with them
 // than the one without.
-func TestAttentionCacheTypes(t *testing.T) {
-	b := testBackend(t)
+func TestAttentionCacheTypes(t *testing.T) { eachDevice(t, testAttentionCacheTypes) }
+
+func testAttentionCacheTypes(t *testing.T, dev *Backend) {
+	b := dev
 	type ac struct{ n, pos0, heads, kvHeads, hd, parts int }
 	cases := []ac{
 		{1, 0, 4, 2, 8, 0}, {1, 2, 4, 2, 8, 0}, {1, 6, 6, 2, 5, 0}, {1, 299, 6, 2, 40, 0}, {1, 999, 8, 1, 64, 0},
@@ -417,9 +399,11 @@ func weightBytes(dt dtype.Type, w []float32) []byte {
 // and sums with zeros are exact); random weights are compared with a
 // float64 dot of the rounded activations, within 1e-5 of Σ|x·w| (float32
 // sums of exact products, as in the conformance suite).
-func TestMatMulActivationRounding(t *testing.T) {
+func TestMatMulActivationRounding(t *testing.T) { eachDevice(t, testMatMulActivationRounding) }
+
+func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 	rng := rand.New(rand.NewPCG(3, 16))
-	for vi, b := range bothVariants(t) {
+	for vi, b := range []*Backend{dev, otherVariant(t, dev)} {
 		r := rt{t, b}
 		for _, dt := range []dtype.Type{dtype.F16, dtype.BF16} {
 			at := dt.ActivationType()
@@ -500,8 +484,10 @@ func TestMatMulActivationRounding(t *testing.T) {
 // float weights sums in the CPU backend's decode order (16 lanes, the tail
 // in its lanes too, then a halving tree) and so gives its bits: keys and
 // values then round into an f16 cache alike on both backends.
-func TestDecodeMatMulBits(t *testing.T) {
-	f := newFixture(t)
+func TestDecodeMatMulBits(t *testing.T) { eachDevice(t, testDecodeMatMulBits) }
+
+func testDecodeMatMulBits(t *testing.T, dev *Backend) {
+	f := newFixture(t, dev)
 	if !f.o.mat.cpu {
 		t.Skip("the device is a GPU: its matrix-vector kernels sum in another order")
 	}

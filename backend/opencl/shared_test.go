@@ -1,35 +1,104 @@
 package opencl
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// One Backend serves the whole test binary: building the program on PoCL
-// takes seconds, and the backend is reused exactly as a model reuses it.
-var (
-	sharedOnce sync.Once
-	sharedB    *Backend
-	sharedErr  error
-)
+// TestMain lets Mesa's rusticl offer its llvmpipe device (a second CPU
+// OpenCL implementation with its own compiler) unless RUSTICL_ENABLE says
+// otherwise, so that every kernel is built and checked by both it and PoCL
+// wherever both are installed, as internal/cltest does for the other
+// packages' tests.
+func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv("RUSTICL_ENABLE"); !ok {
+		os.Setenv("RUSTICL_ENABLE", "llvmpipe")
+	}
+	os.Exit(m.Run())
+}
 
-func testBackend(t testing.TB) *Backend {
+// testDevice is one device the tests run on, with one Backend shared by the
+// tests that do not need their own: building the program on a CPU device
+// takes seconds, and the backend is reused exactly as a model reuses it.
+type testDevice struct {
+	d    device
+	once sync.Once
+	b    *Backend
+	err  error
+}
+
+func (td *testDevice) backend(t testing.TB) *Backend {
+	t.Helper()
+	td.once.Do(func() { td.b, td.err = open(td.d, variant{cpu: td.d.info.Type == "CPU"}) })
+	if td.err != nil {
+		t.Fatalf("opencl: %s: %v", td.d.info.Name, td.err)
+	}
+	if err := td.b.Err(); err != nil {
+		t.Fatalf("shared backend on %s failed earlier: %v", td.d.info.Name, err)
+	}
+	return td.b
+}
+
+var selected struct {
+	once sync.Once
+	devs []*testDevice
+	err  error
+}
+
+// testDevices are the devices GLINT_OPENCL_DEVICES selects ("all", the
+// default, or a list for SelectDevices). It skips t, with a one-line
+// reason, where OpenCL or any device of it is absent (no loader, no ICD, no
+// device): go test ./... passes on a machine without OpenCL.
+func testDevices(t testing.TB) []*testDevice {
 	t.Helper()
 	requireDevice(t)
-	sharedOnce.Do(func() { sharedB, sharedErr = New(Options{}) })
-	if sharedErr != nil {
-		t.Fatalf("opencl.New: %v", sharedErr)
+	selected.once.Do(func() {
+		infos, err := SelectDevices(os.Getenv("GLINT_OPENCL_DEVICES"))
+		if err != nil {
+			selected.err = fmt.Errorf("GLINT_OPENCL_DEVICES: %w", err)
+			return
+		}
+		ds, err := devices()
+		if err != nil {
+			selected.err = err
+			return
+		}
+		for _, info := range infos {
+			selected.devs = append(selected.devs, &testDevice{d: ds[info.Index]})
+		}
+	})
+	if selected.err != nil {
+		t.Fatal(selected.err)
 	}
-	if err := sharedB.Err(); err != nil {
-		t.Fatalf("shared backend failed earlier: %v", err)
+	return selected.devs
+}
+
+// eachDevice runs f as one subtest per selected device, named by the
+// device's ShortName, with the device's shared Backend.
+func eachDevice(t *testing.T, f func(t *testing.T, b *Backend)) {
+	t.Helper()
+	for _, td := range testDevices(t) {
+		t.Run(td.d.info.ShortName(), func(t *testing.T) { f(t, td.backend(t)) })
 	}
-	return sharedB
+}
+
+// deviceOf is the device b runs on.
+func deviceOf(b *Backend) device { return device{b.info, b.dev} }
+
+// needMemory skips t where b's device has less than bytes of global memory
+// (llvmpipe offers 2 GiB).
+func needMemory(t testing.TB, b *Backend, bytes int64) {
+	t.Helper()
+	if b.info.GlobalMem < bytes {
+		t.Skipf("%s has %s of global memory; this test needs %s", b.info.Name, size(b.info.GlobalMem), size(bytes))
+	}
 }
 
 // requireDevice skips a test, with a one-line reason, where OpenCL or any
-// device of it is absent (no loader, no ICD, no device): go test ./... passes
-// on a machine without OpenCL.
+// device of it is absent.
 func requireDevice(t testing.TB) []DeviceInfo {
 	t.Helper()
 	ds, err := Devices()
@@ -37,4 +106,16 @@ func requireDevice(t testing.TB) []DeviceInfo {
 		t.Skipf("no OpenCL device: %s", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
 	return ds
+}
+
+// another opens a new Backend on b's device with b's kernel variants, for a
+// test whose errors must not touch b (they are sticky); t closes it.
+func another(t testing.TB, b *Backend) *Backend {
+	t.Helper()
+	o, err := open(deviceOf(b), variant{cpu: b.mat.cpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
 }

@@ -113,6 +113,7 @@ func (b *Backend) Free(bt backend.Tensor) {
 	if !ok || t == nil || t.b != b || t.freed {
 		return
 	}
+	b.flush()
 	t.freed = true
 	if _, ok := b.tensors[t]; ok {
 		if b.act.src == t {
@@ -151,6 +152,7 @@ func (b *Backend) access(op string, write bool, bt backend.Tensor, dt dtype.Type
 	if b.closed {
 		return nil, fmt.Errorf("opencl: %s: %w", op, errClosed)
 	}
+	b.flush()
 	if b.err != nil {
 		return nil, b.err
 	}

@@ -14,25 +14,18 @@ import (
 // the GPU ones, lanes per row and local-memory GEMM tiles), so that both
 // are tested on any machine.
 func TestOtherVariants(t *testing.T) {
-	testBackend(t)
-	ds, err := devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := pick(ds, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := d.info.Type != "CPU"
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
-		b, err := open(d, variant{cpu: cpu})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.mat.cpu != cpu {
-			t.Fatalf("open(cpu=%v) chose shapes %+v", cpu, b.mat)
-		}
-		return b
+	eachDevice(t, func(t *testing.T, shared *Backend) {
+		cpu := !shared.mat.cpu
+		backendtest.Run(t, func(t *testing.T) backend.Backend {
+			b, err := open(deviceOf(shared), variant{cpu: cpu})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.mat.cpu != cpu {
+				t.Fatalf("open(cpu=%v) chose shapes %+v", cpu, b.mat)
+			}
+			return b
+		})
 	})
 }
 
@@ -42,6 +35,10 @@ func TestOtherVariants(t *testing.T) {
 // (partitions that hold no cell the row sees, a window, a row range that
 // starts inside the view).
 func TestAttentionSplit(t *testing.T) {
+	eachDevice(t, testAttentionSplit)
+}
+
+func testAttentionSplit(t *testing.T, b *Backend) {
 	type shape struct{ heads, kvHeads, hd int }
 	views := []struct {
 		name   string
@@ -61,7 +58,7 @@ func TestAttentionSplit(t *testing.T) {
 		for _, vw := range views {
 			for _, parts := range []int{2, 3, 7} {
 				t.Run(fmt.Sprintf("h%d/kv%d/d%d/%s/parts%d", s.heads, s.kvHeads, s.hd, vw.name, parts), func(t *testing.T) {
-					f := newFixture(t)
+					f := newFixture(t, b)
 					f.o.attnParts = parts
 					defer func() { f.o.attnParts = 0 }()
 					cells := vw.view.Hi + 3

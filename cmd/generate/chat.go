@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,10 +43,11 @@ func chatCommand() *cli.Command {
 // errInterrupted stops a reply when Ctrl-C is pressed.
 var errInterrupted = errors.New("interrupted")
 
-// chatSession is a conversation whose rendered prefix stays in the model's
-// KV cache, so that a new turn feeds only the tokens the cache lacks.
+// chatSession is a conversation whose rendered prefix stays in an engine
+// session's KV cells, so that a new turn feeds only the tokens it lacks.
 type chatSession struct {
 	m        *glint.Model
+	sess     *engine.Session
 	tmpl     *chattemplate.Template
 	bos, eos string
 	kwargs   map[string]any
@@ -55,11 +57,11 @@ type chatSession struct {
 	extraEOG map[int32]bool
 
 	msgs []chattemplate.Message
-	// cached is the text the KV cache holds, token for token: the rendered
+	// cached is the text the session holds, token for token: the rendered
 	// conversation up to the last reply, with the reply's own tokens. Its
-	// length in tokens is m.Pos().
+	// length in tokens is sess.Len().
 	cached string
-	// fed are the token ids the cache holds.
+	// fed are the token ids the session holds.
 	fed []int32
 	// interrupt, when set, stops the reply under way.
 	interrupt atomic.Bool
@@ -75,14 +77,19 @@ type turnStats struct {
 	TBT       time.Duration
 }
 
-func newChatSession(m *glint.Model, tmpl *chattemplate.Template, mt chattemplate.ModelTemplate, kw map[string]any, system string, sp sample.Params, maxNew int) *chatSession {
-	s := &chatSession{m: m, tmpl: tmpl, bos: mt.BOS, eos: mt.EOS, kwargs: kw, system: system,
+func newChatSession(m *glint.Model, tmpl *chattemplate.Template, mt chattemplate.ModelTemplate, kw map[string]any, system string, sp sample.Params, maxNew int) (*chatSession, error) {
+	// No context shift: the cached text must stay the conversation's prefix.
+	sess, err := m.NewSession(engine.SessionOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s := &chatSession{m: m, sess: sess, tmpl: tmpl, bos: mt.BOS, eos: mt.EOS, kwargs: kw, system: system,
 		sampler: sample.New(sp, m.Vocab()), maxNew: maxNew, extraEOG: map[int32]bool{}}
 	for _, id := range chattemplate.EndOfTurn(m.Tokenizer, mt) {
 		s.extraEOG[id] = true
 	}
 	s.clear()
-	return s
+	return s, nil
 }
 
 // clear starts the conversation again, keeping the system message.
@@ -91,14 +98,14 @@ func (s *chatSession) clear() {
 	if s.system != "" {
 		s.msgs = append(s.msgs, chattemplate.Message{Role: "system", Content: s.system})
 	}
-	s.m.Reset()
+	s.sess.Truncate(0)
 	s.cached, s.fed = "", s.fed[:0]
 }
 
 // load replaces the conversation; the next turn prefills all of it.
 func (s *chatSession) load(msgs []chattemplate.Message) {
 	s.msgs = append(s.msgs[:0], msgs...)
-	s.m.Reset()
+	s.sess.Truncate(0)
 	s.cached, s.fed = "", s.fed[:0]
 }
 
@@ -119,13 +126,13 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 	// The cache is reused only if the conversation, rendered again, starts
 	// with exactly the text it holds. A template that rewrites earlier
 	// turns (trimming a reply, dating the system message) costs a full
-	// prefill: the cache cannot drop a suffix.
+	// prefill.
 	var delta string
-	if s.cached != "" && strings.HasPrefix(full, s.cached) && s.m.Pos() == len(s.fed) {
+	if s.cached != "" && strings.HasPrefix(full, s.cached) && s.sess.Len() == len(s.fed) {
 		delta = full[len(s.cached):]
-		st.Reused = s.m.Pos()
+		st.Reused = s.sess.Len()
 	} else {
-		s.m.Reset()
+		s.sess.Truncate(0)
 		s.cached, s.fed = "", s.fed[:0]
 		delta = full
 	}
@@ -134,7 +141,7 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 		s.msgs = s.msgs[:len(s.msgs)-1]
 		return st, errors.New("the template added nothing for this message")
 	}
-	room := s.m.Context() - s.m.Pos() - len(prompt)
+	room := s.m.Context() - s.sess.Len() - len(prompt)
 	if room < 1 {
 		s.msgs = s.msgs[:len(s.msgs)-1]
 		return st, fmt.Errorf("the conversation no longer fits the context of %d tokens (-c): /clear to start again", s.m.Context())
@@ -162,25 +169,26 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 			return err
 		},
 	}
-	base := s.m.Pos()
-	tm, err := engine.Generate(s.m, prompt, opt)
+	base := s.sess.Len()
+	tm, err := s.sess.Generate(context.Background(), prompt, opt)
 	if errors.Is(err, errInterrupted) {
-		st.Stopped, err = true, nil
+		// The token Ctrl-C refused is not part of the reply.
+		st.Stopped, err = true, s.sess.Truncate(s.sess.Len()-1)
 	}
 	tail := dec.Flush()
 	reply.WriteString(tail)
 	io.WriteString(out, tail)
 	st.Generated, st.TTFT, st.TBT = len(tm.Generated), tm.TTFT, tm.AvgTBT()
 	if err != nil {
-		// The cache may hold part of this turn: start afresh next time.
+		// The session may hold part of this turn: start afresh next time.
 		s.msgs = s.msgs[:len(s.msgs)-1]
-		s.m.Reset()
+		s.sess.Truncate(0)
 		s.cached, s.fed = "", s.fed[:0]
 		return st, err
 	}
-	// The cache holds the prompt and the reply's tokens but for a stop
+	// The session holds the prompt and the reply's tokens but for a stop
 	// token or the one Ctrl-C refused; the reply's text is theirs.
-	inCache := s.m.Pos() - base - len(prompt)
+	inCache := s.sess.Len() - base - len(prompt)
 	text := reply.String()
 	if inCache < len(tm.Generated) {
 		text = s.m.Tokenizer.Decode(tm.Generated[:max(inCache, 0)])
@@ -222,7 +230,10 @@ func runChat(c *cli.Context) error {
 	if tty {
 		fmt.Fprintln(os.Stderr, "commands: /clear, /save FILE, /load FILE, /exit; Ctrl-C stops a reply, Ctrl-D or /exit ends")
 	}
-	s := newChatSession(m, tmpl, mt, kw, c.String("system"), sp, c.Int("n-predict"))
+	s, err := newChatSession(m, tmpl, mt, kw, c.String("system"), sp, c.Int("n-predict"))
+	if err != nil {
+		return err
+	}
 
 	// Ctrl-C interrupts the reply under way; at the prompt it only reminds
 	// how to leave.

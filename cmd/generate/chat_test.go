@@ -38,7 +38,11 @@ func openChat(t *testing.T, path string, maxNew int) *chatSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newChatSession(m, tmpl, mt, nil, "", sample.Params{RepeatPenalty: 1}, maxNew)
+	s, err := newChatSession(m, tmpl, mt, nil, "", sample.Params{RepeatPenalty: 1}, maxNew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestChatContinuesLikeAFreshPrefill: a second turn fed on top of the cache
@@ -58,14 +62,14 @@ func TestChatContinuesLikeAFreshPrefill(t *testing.T) {
 	if st.Reused != before || st.Reused == 0 {
 		t.Fatalf("second turn reused %d tokens, want the %d of the first", st.Reused, before)
 	}
-	if s.m.Pos() != len(s.fed) {
-		t.Fatalf("cache holds %d positions, the session thinks %d", s.m.Pos(), len(s.fed))
+	if s.sess.Len() != len(s.fed) || !slices.Equal(s.sess.Tokens(), s.fed) {
+		t.Fatalf("session holds %d tokens, the chat thinks %d", s.sess.Len(), len(s.fed))
 	}
 	prompt := append([]int32{}, s.fed[:before+st.Prefill]...)
 	reply := s.fed[before+st.Prefill:]
 
 	fresh := openChat(t, path, 6)
-	tm, err := engine.Generate(fresh.m, prompt, engine.Options{MaxTokens: 6, Sampler: fresh.sampler,
+	tm, err := fresh.sess.Generate(t.Context(), prompt, engine.Options{MaxTokens: 6, Sampler: fresh.sampler,
 		Stop: func(id int32) bool { return fresh.m.IsEOG(id) || fresh.extraEOG[id] }})
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func main() {
 			templateCommand(),
 			chatCommand(),
 			serveCommand(),
+			batchedBenchCommand(),
 		},
 		HideHelpCommand: true,
 		// A word the commands do not know is an error (exit 2, as go and git

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,5 +60,33 @@ func needOpenCL(t *testing.T) {
 	t.Helper()
 	if _, err := opencl.Devices(); err != nil {
 		t.Skipf("no OpenCL device: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
+}
+
+// Where OpenCL offers no GPU, -b opencl warns that it runs on a CPU device,
+// and `devices` and the warning say how to register a GPU driver that is on
+// the machine but unknown to the ICD loader (here a stand-in file on
+// LD_LIBRARY_PATH).
+func TestNoGPUWarning(t *testing.T) {
+	needOpenCL(t)
+	ds, _ := opencl.Devices()
+	for _, d := range ds {
+		if d.Type == "GPU" {
+			t.Skipf("there is a GPU (%s): no warning to check", d.Name)
+		}
+	}
+	lib := t.TempDir()
+	if err := os.WriteFile(filepath.Join(lib, "libnvidia-opencl.so.1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"LD_LIBRARY_PATH=" + lib}
+	want := "echo " + filepath.Join(lib, "libnvidia-opencl.so.1") + " > /etc/OpenCL/vendors/nvidia.icd"
+	_, stderr, code := runEnv(t, env, "-m", tinyModel(t), "-b", "opencl", "-n", "2", "--prompt-ids", "1,2,3", "--output", "ids")
+	if code != 0 || !strings.Contains(stderr, "warning: no OpenCL GPU found: running on "+ds[0].Name) || !strings.Contains(stderr, want) {
+		t.Errorf("-b opencl without a GPU: exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = runEnv(t, env, "devices")
+	if code != 0 || !strings.Contains(stderr, want) {
+		t.Errorf("devices: exit %d, stderr %q", code, stderr)
 	}
 }

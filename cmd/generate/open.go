@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/internal/progress"
 )
 
@@ -26,7 +27,22 @@ func openModel(o glint.Options, path string, quiet bool) (*glint.Model, error) {
 	if m.TokenizerErr != nil && !quiet {
 		fmt.Fprintf(os.Stderr, "no tokenizer (%v): use --prompt-ids and --output ids\n", m.TokenizerErr)
 	}
+	if !quiet {
+		noGPUWarning(m, o.Device)
+	}
 	return m, nil
+}
+
+// noGPUWarning says so when OpenCL, left to choose its device, found no GPU
+// and runs on a CPU device (PoCL), and how to register a GPU driver that is
+// on the machine but unknown to the OpenCL loader.
+func noGPUWarning(m *glint.Model, device string) {
+	ob, ok := m.Backend.(*opencl.Backend)
+	if !ok || device != "" || ob.Info().Type == "GPU" {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "warning: no OpenCL GPU found: running on %s (%s), which is slower than -b cpu\n", ob.Info().Name, ob.Info().Type)
+	fmt.Fprint(os.Stderr, opencl.RegisterHint())
 }
 
 // parseIDs reads "1,2,3" (commas or spaces).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/sample"
 )
@@ -102,14 +104,21 @@ func runParity(c *cli.Context) error {
 	var worst float64
 	failed := 0
 	batch := prompt
+	sessions := make([]*engine.Session, len(models))
+	for i, l := range models {
+		if sessions[i], err = l.NewSession(engine.SessionOptions{}); err != nil {
+			return fmt.Errorf("%s: %w", names[i], err)
+		}
+	}
+	ctx := context.Background()
 	var rows [][]float32 // the first backend's logits, for llama.cpp
 	var fed []int32
 	for step := 0; step < c.Int("n-predict"); step++ {
-		for i, l := range models {
-			if err := l.Eval(batch); err != nil {
+		for i, s := range sessions {
+			if err := s.Prefill(ctx, batch); err != nil {
 				return fmt.Errorf("%s: step %d: %w", names[i], step, err)
 			}
-			if err := l.Logits(logits[i]); err != nil {
+			if err := s.Logits(ctx, logits[i]); err != nil {
 				return fmt.Errorf("%s: step %d: %w", names[i], step, err)
 			}
 		}

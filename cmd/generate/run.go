@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -65,6 +66,8 @@ func generateFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "text, or ids (the generated ids, space-separated)"},
 		&cli.GenericFlag{Name: "stop", Value: &stopList{}, Usage: "stop when the text ends with this string, printing none of it (repeatable)"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at end-of-generation tokens (EOS, EOT, <|im_end|>, …)"},
+		&cli.IntFlag{Name: "keep", Usage: "tokens of the prompt a context shift keeps, after the BOS (-1: all of it)"},
+		&cli.BoolFlag{Name: "no-context-shift", Usage: "stop when the context is full instead of discarding half of it (keeping --keep) and going on"},
 	)
 }
 
@@ -146,7 +149,8 @@ func runGenerate(c *cli.Context) error {
 		return fmt.Errorf("%s: prompt of %d tokens is longer than the context of %d tokens (-c)", c.String("model"), len(prompt), l.Context())
 	}
 
-	opt := engine.Options{MaxTokens: c.Int("n-predict"), Sampler: sample.New(sp, l.Vocab())}
+	opt := engine.Options{MaxTokens: c.Int("n-predict"), Sampler: sample.New(sp, l.Vocab()),
+		Session: engine.SessionOptions{ContextShift: !c.Bool("no-context-shift"), Keep: keepTokens(c.Int("keep"), prompt, l)}}
 	if f := c.String("dump-logits"); f != "" {
 		df, err := os.Create(f)
 		if err != nil {
@@ -203,7 +207,7 @@ func runGenerate(c *cli.Context) error {
 			}
 		}()
 	}
-	tm, err := engine.Generate(l, prompt, opt)
+	tm, err := engine.Generate(context.Background(), l.Engine, prompt, opt)
 	if out == "ids" {
 		w.WriteByte('\n')
 	}
@@ -212,9 +216,24 @@ func runGenerate(c *cli.Context) error {
 	}
 	if tm.ContextFull {
 		fmt.Fprintf(os.Stderr, "context full after %d tokens (-c %d)\n", len(tm.Generated), l.Context())
+	} else if tm.Shifts > 0 {
+		fmt.Fprintf(os.Stderr, "context shifted %d times (-c %d, --keep %d)\n", tm.Shifts, l.Context(), c.Int("keep"))
 	}
 	printTiming(tm)
 	return nil
+}
+
+// keepTokens is llama-cli's n_keep: --keep N of the prompt's tokens after its
+// BOS (when the vocabulary adds one), or the whole prompt for -1 or more than
+// it holds.
+func keepTokens(keep int, prompt []int32, l *glint.Model) int {
+	if keep < 0 || keep > len(prompt) {
+		return len(prompt)
+	}
+	if l.Tokenizer != nil && l.Tokenizer.AddBOS() {
+		keep++
+	}
+	return keep
 }
 
 func printTiming(tm engine.Timing) {

@@ -34,23 +34,30 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
-// A full context ends generation with a note on stderr and status 0, after
-// every position has been used; a prompt that does not fit is an error.
+// With --no-context-shift a full context ends generation with a note on
+// stderr and status 0, after every position has been used; with the shift
+// (the default) generation goes on; a prompt that does not fit is an error.
+// -c rounds up to a multiple of 32, as llama.cpp pads it.
 func TestContextFullNote(t *testing.T) {
 	model := tinyModel(t)
-	stdout, stderr, code := run(t, "-m", model, "-c", "12", "-n", "50", "--temp", "0", "--ignore-eos", "--prompt-ids", "1,2,3,4", "--output", "ids")
+	stdout, stderr, code := run(t, "-m", model, "-c", "20", "-n", "50", "--temp", "0", "--ignore-eos", "--no-context-shift", "--prompt-ids", "1,2,3,4", "--output", "ids")
 	n := len(strings.Fields(stdout))
-	// 4 prompt tokens and 8 generated fill the 12 positions; the 9th
+	// 4 prompt tokens and 28 generated fill the 32 positions; the 29th
 	// generated token is chosen from the last position's logits.
-	if code != 0 || n != 9 || !strings.Contains(stderr, "context full after 9 tokens (-c 12)") {
+	if code != 0 || n != 29 || !strings.Contains(stderr, "ctx 32,") || !strings.Contains(stderr, "context full after 29 tokens (-c 32)") {
 		t.Fatalf("exit %d, %d ids, stderr %q", code, n, stderr)
 	}
-	_, stderr, code = run(t, "-m", model, "-c", "12", "-n", "3", "--temp", "0", "--ignore-eos", "--prompt-ids", "1,2,3,4", "--output", "ids")
+	stdout, stderr, code = run(t, "-m", model, "-c", "32", "-n", "50", "--temp", "0", "--ignore-eos", "--prompt-ids", "1,2,3,4", "--output", "ids")
+	if n := len(strings.Fields(stdout)); code != 0 || n != 50 || !strings.Contains(stderr, "context shifted 2 times") {
+		t.Fatalf("with the shift: exit %d, %d ids, stderr %q", code, n, stderr)
+	}
+	_, stderr, code = run(t, "-m", model, "-c", "32", "-n", "3", "--temp", "0", "--ignore-eos", "--no-context-shift", "--prompt-ids", "1,2,3,4", "--output", "ids")
 	if code != 0 || strings.Contains(stderr, "context full") {
 		t.Fatalf("-n 3 within the context: exit %d, stderr %q", code, stderr)
 	}
-	_, stderr, code = run(t, "-m", model, "-c", "12", "-n", "3", "--prompt-ids", "1,2,3,4,5,6,7,8,9,10,11,12,13")
-	if code != 1 || !strings.Contains(stderr, "prompt of 13 tokens is longer than the context of 12 tokens") {
+	long := strings.Repeat("5,", 32) + "6"
+	_, stderr, code = run(t, "-m", model, "-c", "32", "-n", "3", "--prompt-ids", long)
+	if code != 1 || !strings.Contains(stderr, "prompt of 33 tokens is longer than the context of 32 tokens") {
 		t.Fatalf("prompt longer than the context: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -115,13 +116,39 @@ func devicesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "devices",
 		Usage: "list every OpenCL platform and device",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "register", Usage: "write to this folder ICD files for OCL_ICD_VENDORS: the loader's own and one per GPU driver it does not list; prints the export line"},
+		},
 		Action: func(c *cli.Context) error {
+			if dir := c.String("register"); dir != "" {
+				ds, err := opencl.WriteRegistry(dir)
+				if err != nil {
+					return err
+				}
+				for _, d := range ds {
+					fmt.Fprintf(os.Stderr, "registered %s's driver %s\n", d.Vendor, d.Path)
+				}
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("export OCL_ICD_VENDORS=%s\n", abs)
+				return nil
+			}
 			devs, err := opencl.Devices()
 			if err != nil {
+				if hint := opencl.RegisterHint(); hint != "" {
+					fmt.Fprint(os.Stderr, hint)
+				}
 				return err
 			}
+			gpu := false
 			for i, d := range devs {
 				fmt.Printf("%d: %s\n", i, d)
+				gpu = gpu || d.Type == "GPU"
+			}
+			if !gpu {
+				fmt.Fprint(os.Stderr, opencl.RegisterHint())
 			}
 			return nil
 		},

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/model/synth"
@@ -49,8 +52,8 @@ var knownGaps = map[string]string{
 
 // TestTeacherForcedVsLlamaCpp compares glint's logits with llama.cpp's,
 // the peer forced along glint's greedy ids, on every staged file with both
-// engines at their defaults (f16 KV cache) and both at f32, on the CPU and,
-// where there is an OpenCL device, on it.
+// engines at their defaults (f16 KV cache) and both at f32, on the CPU and
+// on every OpenCL device.
 //
 // The bar is the fidelity issue's: at least 95% of steps with max |Δlogit|
 // ≤ 2e-3 (float32 sums in another order leave ~1e-6; an activation that
@@ -65,16 +68,12 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 	}
 	prompt := "Sam found a shiny"
 	const steps = 24
-	backends := []string{"cpu"}
-	if _, err := opencl.New(opencl.Options{}); err == nil {
-		backends = append(backends, "opencl")
-	}
 	for _, rel := range peerFiles {
 		path := shared.Models(t, rel)
-		for _, be := range backends {
+		for _, be := range peerBackends(t) {
 			for _, ct := range []string{"f16", "f32"} {
-				name := fmt.Sprintf("%s/%s/%s", rel, be, ct)
-				t.Run(name, func(t *testing.T) {
+				name := fmt.Sprintf("%s/%s/%s", rel, be.backend, ct)
+				t.Run(fmt.Sprintf("%s/%s/%s", rel, be.name, ct), func(t *testing.T) {
 					within, mean := forcedVsPeer(t, dir, path, prompt, be, ct, steps)
 					holdToBar(t, within, mean, knownGaps, name)
 				})
@@ -83,14 +82,29 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 	}
 }
 
+// peerRun is a backend the peer tests run glint on: "cpu", or "opencl" on
+// one device (name "opencl-DEVICE"); the known gaps name its backend.
+type peerRun struct{ name, backend, device string }
+
+// peerBackends are the CPU and every OpenCL device (internal/cltest).
+func peerBackends(t *testing.T) []peerRun {
+	runs := []peerRun{{"cpu", "cpu", ""}}
+	if _, err := opencl.Devices(); err == nil {
+		for _, d := range cltest.Devices(t) {
+			runs = append(runs, peerRun{"opencl-" + d.ShortName(), "opencl", strconv.Itoa(d.Index)})
+		}
+	}
+	return runs
+}
+
 // forcedVsPeer runs glint greedily on path (backend be, both KV caches ct)
 // for steps steps from prompt, runs llama.cpp forced along glint's ids, and
 // returns the share of steps within 2e-3 and the mean signed difference,
 // failing t where glint's argmax differs from llama.cpp's beyond a
 // near-tie (gap < 0.05).
-func forcedVsPeer(t *testing.T, dir, path, prompt, be, ct string, steps int) (within, mean float64) {
+func forcedVsPeer(t *testing.T, dir, path, prompt string, be peerRun, ct string, steps int) (within, mean float64) {
 	t.Helper()
-	m, err := glint.Open(path, glint.Options{Backend: be, Context: 256, CacheTypeK: ct, CacheTypeV: ct})
+	m, err := glint.Open(path, glint.Options{Backend: be.backend, Device: be.device, Context: 256, CacheTypeK: ct, CacheTypeV: ct})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +112,16 @@ func forcedVsPeer(t *testing.T, dir, path, prompt, be, ct string, steps int) (wi
 	ids := m.Tokenizer.Encode(prompt, true)
 	rows, force := make([][]float32, 0, steps), make([]int32, 0, steps)
 	batch := ids
+	s, err := m.NewSession(engine.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range steps {
-		if err := m.Eval(batch); err != nil {
+		if err := s.Prefill(t.Context(), batch); err != nil {
 			t.Fatal(err)
 		}
 		row := make([]float32, m.Vocab())
-		if err := m.Logits(row); err != nil {
+		if err := s.Logits(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 		best := sample.Argmax(row)
@@ -145,15 +163,11 @@ var archGaps = map[string]string{}
 // are chaotic: one int8 or f16 rounding flip moves logits by 0.1–0.6), in
 // F32 and in Q4_0 (llama-quantize's mix), 24 steps from "Sam found a
 // shiny" (past the sliding window of 8 of Phi-3 and Gemma 2), each engine
-// at its defaults (an f16 KV cache), on the CPU and OpenCL.
+// at its defaults (an f16 KV cache), on the CPU and every OpenCL device.
 func TestArchitecturesVsLlamaCpp(t *testing.T) {
 	dir, err := peer.Find()
 	if err != nil {
 		t.Skip(err)
-	}
-	backends := []string{"cpu"}
-	if _, err := opencl.New(opencl.Options{}); err == nil {
-		backends = append(backends, "opencl")
 	}
 	tmp := t.TempDir()
 	for _, arch := range []string{"qwen2", "phi3", "gemma2", "gpt2"} {
@@ -166,9 +180,9 @@ func TestArchitecturesVsLlamaCpp(t *testing.T) {
 			if err := synth.WriteGGUF(path, synth.Options{Arch: arch, Shape: shape, Type: typ, Seed: 3, Std: 0.05}); err != nil {
 				t.Fatal(err)
 			}
-			for _, be := range backends {
-				name := fmt.Sprintf("%s/%s/%s", arch, typ, be)
-				t.Run(name, func(t *testing.T) {
+			for _, be := range peerBackends(t) {
+				name := fmt.Sprintf("%s/%s/%s", arch, typ, be.backend)
+				t.Run(fmt.Sprintf("%s/%s/%s", arch, typ, be.name), func(t *testing.T) {
 					within, mean := forcedVsPeer(t, dir, path, "Sam found a shiny", be, "f16", 24)
 					holdToBar(t, within, mean, archGaps, name)
 				})

@@ -1,14 +1,17 @@
 package load_test
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/model/quant"
@@ -17,11 +20,16 @@ import (
 
 // A half-precision Hugging Face folder runs, and gives the greedy ids of the
 // GGUF file of the same weights (converted as llama-quantize converts it,
-// norms in F32) on the CPU and, where there is a device, on OpenCL.
+// norms in F32) on the CPU and on every OpenCL device.
 func TestHalfPrecisionHFRuns(t *testing.T) {
-	backends := map[string]func() (backend.Backend, error){
-		"cpu":    func() (backend.Backend, error) { return cpu.New(1), nil },
-		"opencl": func() (backend.Backend, error) { return opencl.New(opencl.Options{}) },
+	backends := map[string]func() (backend.Backend, error){"cpu": func() (backend.Backend, error) { return cpu.New(1), nil }}
+	names := []string{"cpu"}
+	if _, err := opencl.Devices(); err == nil {
+		for _, d := range cltest.Devices(t) {
+			name := "opencl-" + d.ShortName()
+			backends[name] = func() (backend.Backend, error) { return opencl.New(opencl.Options{Device: strconv.Itoa(d.Index)}) }
+			names = append(names, name)
+		}
 	}
 	for _, typ := range []string{"BF16", "F16"} {
 		dir := filepath.Join(t.TempDir(), "hf-"+typ)
@@ -36,7 +44,7 @@ func TestHalfPrecisionHFRuns(t *testing.T) {
 		if err := quant.Quantize(dir, gg, ft, quant.Options{}); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"cpu", "opencl"} {
+		for _, name := range names {
 			b, err := backends[name]()
 			if err != nil {
 				t.Logf("%s: skipping %s: %v", typ, name, err)
@@ -63,8 +71,9 @@ func greedy(t *testing.T, b backend.Backend, path string) []int32 {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	defer m.Close()
-	tm, err := engine.Generate(m, []int32{1, 40, 300, 7, 99}, engine.Options{MaxTokens: 12})
+	e := engine.New(m)
+	defer e.Close()
+	tm, err := engine.Generate(context.Background(), e, []int32{1, 40, 300, 7, 99}, engine.Options{MaxTokens: 12})
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
