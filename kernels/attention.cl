@@ -11,32 +11,46 @@
 // The K and V caches are each F32 or F16 (read with vload_half: no
 // cl_khr_fp16); a kernel name carries both types, attention_K_V. The
 // arithmetic is llama.cpp's (ggml's mul_mat, soft_max, mul_mat on the CPU,
-// no flash attention), whose rounding points an f16 cache adds:
-//   - K F16: the query is rounded to f16 (mul_mat's vec_dot_type), and
-//     score_j = (Σ_d q_d·k_jd), soft-capped when cap > 0 (× 1/cap, tanh,
-//     × cap, as llama.cpp's graph), × scale in float;
-//   - softmax in float: M = max_j score_j, e_j = exp(score_j − M) with
-//     ggml's exp (expf_ggml), p_j = e_j·(1/Σ_j e_j): normalised before V
-//     is weighted (the sum is formed in the first pass with OpenCL's exp,
-//     which rounds differently only in the last bits);
-//   - V F16: p_j is rounded to f16 before out_d = Σ_j p_j·v_jd.
-// With F32 caches nothing is rounded. Rounding p_j needs the final M and
-// sum, so a work-group makes two passes over the cells: att_stats finds
-// M and the sum (per work-item online, rescaling its sum when its maximum
-// grows, then one reduction), and att_weigh accumulates p_j·v_j. The scores
-// of the last chunk are kept from the first pass (all of them for ranges
-// up to ATT_CHUNK); the others are computed again, identically.
+// no flash attention) as the CPU backend computes it for the llama.cpp
+// build it follows (backend/cpu/attention.go, flavor.go), whose vectors
+// hold W floats: 8 (its AVX2 build) or, with wide set, 16 (AVX-512; only
+// for K and V caches of one type). A cell's lane in every sum is its
+// offset from the row's lo (llama.cpp's view starts at cell 0):
+//   - K F16: the query is rounded to f16 (mul_mat's vec_dot_type);
+//   - score_j: the query's dot product with key j (att_dot: tinyBLAS's one
+//     W-lane accumulator in a prefill that sgemm takes, ktiny, else
+//     ggml_vec_dot's four, over 4W-element steps, and its remainder),
+//     soft-capped when cap > 0 (× 1/cap, tanh, × cap), × scale in float;
+//   - softmax: M = max_j score_j, e_j = exp(score_j − M) with the build's
+//     exp (expf_lanes), summed in W-cell blocks (att_reduce), the block
+//     sums added in order in float64 (cl_khr_fp64; a float pair carrying
+//     float64's precision near enough elsewhere); p_j = e_j·float(1/sum),
+//     normalised before V is weighted;
+//   - V F16: p_j is rounded to f16;
+//   - out_d = Σ_j p_j·v_jd in G lanes, a cell's lane its offset mod G, each
+//     a chain of fused multiply-adds in cell order: W (tinyBLAS in a
+//     prefill) or 4W (vec_dot), folded and reduced as the CPU does; on
+//     AVX-512 the cells past vec_dot's last 64-cell step of the padded
+//     view (nkv & ~63, nkv = max(32, roundup32(hi − lo))) are then added
+//     one by one.
+// So these kernels give the CPU backend's bits, except: soft-capping (its
+// tanh is OpenCL's, within a few ulp of the C library's); where local
+// memory holds fewer than G lanes per output (the host then picks fewer,
+// summed plainly); without fp64, where the float pair's sum rounds
+// otherwise (very rarely); and in the flash-decoding split below.
 //
-// One work-group per (head, query row). att_weigh takes the cells in
-// chunks of ATT_CHUNK, so any range works with fixed local memory and no
-// score buffer. Its accumulator acc[G][D] lives in local memory: work-item
-// lid owns the entries e ≡ lid (mod L); entry e = g·D + d sums cells
-// c ≡ g (mod G) of dimension d, so G = L/D groups of work-items share the
-// cells when the head is narrower than the group. Entries are private to
-// their owner, so updating them needs no barrier.
+// One work-group per (head, query row) makes three passes over the cells:
+// the scores and their maximum (keeping the first ATT_CHUNK scores in
+// local memory), the block sums (work-item per block, then work-item 0
+// adds them in order), and the weighing, chunk after chunk of ATT_CHUNK
+// cells: the chunk's p_j into local memory, then the lane sums, held in
+// local memory lacc[G][D]: entry e = g·D + d sums the chunk's cells
+// c ≡ g (mod G) of dimension d and is owned by work-item e mod L, so
+// updating it needs no barrier. Scores past the first chunk are computed
+// again, identically, in the later passes.
 //
 // Launch: global (L·heads, n), local (L, 1). Local arrays: lq D floats, ls
-// ATT_CHUNK, lacc max(L, D) floats (G·D ≤ max(L, D)), red L.
+// ATT_CHUNK, lacc G·D floats, red L.
 //
 // Long decode ranges use flash-decoding instead: a single query has only
 // `heads` work-groups, too few to fill a GPU, so the view [Lo, Hi) is split
@@ -51,12 +65,149 @@
 
 #define ATT_CHUNK 256
 
-// Per cache type: the element pointer type, the query rounding (QR) for a
-// K cache and the probability rounding (PR) for a V cache.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+// Per cache type: the element pointer type, whether it is F16, and the
+// rounding of the query for a K cache and of the probabilities for a V
+// cache.
 #define KV_f32 float
 #define KV_f16 half
+#define KHALF_f32 false
+#define KHALF_f16 true
 #define KVR_f32(x) (x)
 #define KVR_f16(x) f16_round(x)
+
+// att_acc is ggml's ggml_float sum: float64 where the device has it, else
+// a float pair (hi, lo) kept as Knuth's two-sum leaves it.
+#ifdef cl_khr_fp64
+typedef double att_acc;
+inline att_acc att_acc_of(float x) { return x; }
+inline att_acc att_add(att_acc s, float x) { return s + (double)x; }
+inline float att_round(att_acc s) { return (float)s; }
+inline float att_inv(att_acc s) { return (float)(1.0 / s); }
+#else
+typedef float2 att_acc;
+inline att_acc att_acc_of(float x) { return (float2)(x, 0.0f); }
+inline att_acc att_add(att_acc s, float x) {
+	float h = s.x + x, v = h - s.x;
+	float lo = s.y + ((s.x - (h - v)) + (x - v));
+	float hi = h + lo;
+	return (float2)(hi, lo - (hi - h));
+}
+inline float att_round(att_acc s) { return s.x + s.y; }
+// att_inv is 1/(hi + lo): div_rn's quotient of hi, one Newton step on.
+inline float att_inv(att_acc s) {
+	float r = div_rn(1.0f, s.x);
+	return fma(r, fma(-r, s.y, fma(-r, s.x, 1.0f)), r);
+}
+#endif
+
+// att_reduce is the sum of a build's W lanes x[0…W) as ggml takes it: on
+// AVX2 (W = 8) the halves added, then (0+1)+(2+3) after vec_dot
+// (GGML_F32x8_REDUCE) or (0+2)+(1+3) (tinyBLAS's and soft_max's hsum); on
+// AVX-512 (W = 16) _mm512_reduce_add_ps's halving tree for both.
+inline float att_reduce(const float* x, int W, bool vecdot) {
+	if (W == 16) {
+		float q0 = (x[0] + x[8]) + (x[4] + x[12]), q1 = (x[1] + x[9]) + (x[5] + x[13]);
+		float q2 = (x[2] + x[10]) + (x[6] + x[14]), q3 = (x[3] + x[11]) + (x[7] + x[15]);
+		return (q0 + q2) + (q1 + q3);
+	}
+	float t0 = x[0] + x[4], t1 = x[1] + x[5], t2 = x[2] + x[6], t3 = x[3] + x[7];
+	return vecdot ? (t0 + t1) + (t2 + t3) : (t0 + t2) + (t1 + t3);
+}
+
+// att_mode is a launch's arithmetic (see the header): W lanes, ktiny for
+// tinyBLAS's scores, G V lanes per output, exact when G is the build's
+// count (else they are summed plainly), npv the view cells (from lo) that
+// vec_dot's lanes take.
+typedef struct {
+	int W, G, npv;
+	bool ktiny, exact;
+} att_mode;
+
+// att_mode_of is the mode of a row of span cells: wide for AVX-512,
+// prefill in a batch of more than one row (where sgemm takes F16 K and
+// AVX-512's F32 K of whole vectors, and V but for AVX2's head sizes not a
+// multiple of 4), G the lanes the host gave lacc, split for the
+// flash-decoding partitions (never exact).
+inline att_mode att_mode_of(bool wide, bool prefill, bool khalf, int D, int G, int span, bool split) {
+	att_mode m;
+	m.W = wide ? 16 : 8;
+	m.ktiny = prefill && (wide ? D % 16 == 0 : khalf && D % 8 == 0);
+	bool vtiny = prefill && (wide || D % 4 == 0);
+	m.G = G;
+	m.exact = !split && G == (vtiny ? m.W : 4 * m.W);
+	m.npv = m.exact && wide && !vtiny ? max(32, (span + 31) & ~31) & ~63 : INT_MAX;
+	return m;
+}
+
+// att_dot_tail_f32 adds vec_dot's remainder, elements np…D-1, to r: on
+// AVX2 as gcc compiles ggml's loop (the products of whole 4-element groups
+// rounded and added in order, the rest by fused multiply-adds), on AVX-512
+// by fused multiply-adds.
+inline float att_dot_tail_f32(local const float* lq, global const float* kr, int np, int D, float r, bool avx2) {
+#pragma OPENCL FP_CONTRACT OFF
+	int i = np, n4 = avx2 ? np + ((D - np) & ~3) : np;
+	for (; i < n4; i++) {
+		float p = kr[i] * lq[i];
+		r = r + p;
+	}
+	for (; i < D; i++)
+		r = fma(kr[i], lq[i], r);
+	return r;
+}
+
+// att_dot_tail_f16 adds ggml_vec_dot_f16's remainder, exact products
+// added in float64.
+inline float att_dot_tail_f16(local const float* lq, global const half* kr, int np, int D, float r, bool avx2) {
+#pragma OPENCL FP_CONTRACT OFF
+	att_acc s = att_acc_of(r);
+	for (int i = np; i < D; i++)
+		s = att_add(s, vload_half(i, kr) * lq[i]);
+	return att_round(s);
+}
+
+// Loads of W cache values at element i of p, as floats.
+#define KLOAD_f32(W, p, i) vload##W(0, (p) + (i))
+#define KLOAD_f16(W, p, i) vload_half##W(0, (p) + (i))
+
+// DEFINE_ATT_DOTW defines att_dotwW_KT, the query's dot product with key
+// kr in a build of W-float vectors (one lane of a vector per W-th element,
+// every lane a chain of fused multiply-adds): with tiny tinyBLAS's one
+// vector, reduced as its hsum; else ggml_vec_dot's four over 4W-element
+// steps, folded (0+2)+(1+3) lane-wise and reduced, then its remainder.
+#define DEFINE_ATT_DOTW(KT, W)                                                 \
+	inline float att_dotw##W##_##KT(local const float* lq,                    \
+			global const KV_##KT* kr, int D, bool tiny) {                      \
+		float x[W];                                                            \
+		if (tiny) {                                                            \
+			float##W a = 0.0f;                                                 \
+			for (int i = 0; i < D; i += W)                                     \
+				a = fma(KLOAD_##KT(W, kr, i), vload##W(0, lq + i), a);         \
+			vstore##W(a, 0, x);                                                \
+			return att_reduce(x, W, false);                                    \
+		}                                                                      \
+		int np = D & ~(4 * W - 1);                                             \
+		float##W a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;                   \
+		for (int i = 0; i < np; i += 4 * W) {                                  \
+			a0 = fma(KLOAD_##KT(W, kr, i), vload##W(0, lq + i), a0);           \
+			a1 = fma(KLOAD_##KT(W, kr, i + W), vload##W(0, lq + i + W), a1);   \
+			a2 = fma(KLOAD_##KT(W, kr, i + 2 * W),                             \
+					vload##W(0, lq + i + 2 * W), a2);                          \
+			a3 = fma(KLOAD_##KT(W, kr, i + 3 * W),                             \
+					vload##W(0, lq + i + 3 * W), a3);                          \
+		}                                                                      \
+		vstore##W((a0 + a2) + (a1 + a3), 0, x);                                \
+		return att_dot_tail_##KT(lq, kr, np, D, att_reduce(x, W, true),        \
+				W == 8);                                                       \
+	}
+
+DEFINE_ATT_DOTW(f32, 8)
+DEFINE_ATT_DOTW(f32, 16)
+DEFINE_ATT_DOTW(f16, 8)
+DEFINE_ATT_DOTW(f16, 16)
 
 // att_view is what a query row sees: the cell table, the row's position,
 // its sequence's bit (mlo, mhi) and the window (0: none).
@@ -102,43 +253,17 @@ typedef struct {
 	float scale, cap, capInv;
 } att_scoring;
 
-inline float kdot_f32(local const float* lq, global const float* kr, int D) {
-	int D4 = D & ~3;
-	float4 s4 = 0.0f;
-	for (int d = 0; d < D4; d += 4)
-		s4 += vload4(0, lq + d) * vload4(0, kr + d);
-	float s = (s4.x + s4.y) + (s4.z + s4.w);
-	for (int d = D4; d < D; d++)
-		s += lq[d] * kr[d];
-	return s;
-}
-
-inline float kdot_f16(local const float* lq, global const half* kr, int D) {
-	int D4 = D & ~3;
-	float4 s4 = 0.0f;
-	for (int d = 0; d < D4; d += 4)
-		s4 += vload4(0, lq + d) * vload_half4(0, kr + d);
-	float s = (s4.x + s4.y) + (s4.z + s4.w);
-	for (int d = D4; d < D; d++)
-		s += lq[d] * vload_half(d, kr);
-	return s;
-}
-
 inline float vel_f32(global const float* v, ulong i) { return v[i]; }
 inline float vel_f16(global const half* v, ulong i) { return vload_half(i, v); }
 
-// att_sum adds the G partial accumulators of dimension d (every lacc entry
-// is final after att_weigh's last barrier).
+// att_sum adds the G lane sums of dimension d plainly (the flash-decoding
+// partitions, and lanes fewer than the build's).
 inline float att_sum(local const float* lacc, int G, int D, int d) {
 	float s = 0.0f;
 	for (int g = 0; g < G; g++)
 		s += lacc[g * D + d];
 	return s;
 }
-
-// att_last_chunk is where the last ATT_CHUNK-aligned chunk of the
-// range [c0, c1) begins (c0 when it is empty).
-inline int att_last_chunk(int c0, int c1) { return c0 + max(c1 - c0 - 1, 0) / ATT_CHUNK * ATT_CHUNK; }
 
 // att_online folds score s into a running maximum m and sum l of
 // e^(score−m).
@@ -164,7 +289,8 @@ inline void att_part(global const int* rows, global const int* cells,
 }
 
 // DEFINE_ATT_K defines what depends on the K type only: staging the query,
-// scoring, the first pass, and the split's per-partition statistics.
+// scoring, the softmax's statistics, and the split's per-partition
+// statistics.
 #define DEFINE_ATT_K(KT)                                                       \
 	/* att_setup_KT stages the query row (rounded for the K type) and */      \
 	/* clears GD accumulator entries. */                                      \
@@ -177,37 +303,94 @@ inline void att_part(global const int* rows, global const int* cells,
 			lacc[e] = 0.0f;                                                    \
 		barrier(CLK_LOCAL_MEM_FENCE);                                          \
 	}                                                                          \
+	/* att_dot_KT is the query's dot product with key kr as mul_mat takes */ \
+	/* it (att_mode), in vectors of the build's W lanes (att_dotw). */       \
+	inline float att_dot_##KT(local const float* lq,                          \
+			global const KV_##KT* kr, int D, att_mode m) {                     \
+		return m.W == 16 ? att_dotw16_##KT(lq, kr, D, m.ktiny)                 \
+				: att_dotw8_##KT(lq, kr, D, m.ktiny);                          \
+	}                                                                          \
 	/* att_score_KT is the score of key kr (see att_scoring). */              \
 	inline float att_score_##KT(local const float* lq,                        \
-			global const KV_##KT* kr, int D, att_scoring sc) {                 \
-		float s = kdot_##KT(lq, kr, D);                                        \
+			global const KV_##KT* kr, int D, att_mode m, att_scoring sc) {     \
+		float s = att_dot_##KT(lq, kr, D, m);                                  \
 		if (sc.cap > 0.0f)                                                     \
 			s = sc.cap * tanh(s * sc.capInv);                                  \
 		return s * sc.scale;                                                   \
 	}                                                                          \
+	/* att_seen_KT is the score of cell c, or −∞ where w does not see it. */ \
+	inline float att_seen_##KT(local const float* lq,                         \
+			global const KV_##KT* kb, ulong kvStride, int D, att_mode m,       \
+			att_scoring sc, att_view w, int c) {                               \
+		return att_sees(w, c)                                                  \
+				? att_score_##KT(lq, kb + (ulong)c * kvStride, D, m, sc)       \
+				: -INFINITY;                                                   \
+	}                                                                          \
+	/* att_softmax_KT returns, to every work-item, the maximum score *mp */  \
+	/* over the cells of [c0, c1) that w sees and float(1/sum) *invp, the */ \
+	/* softmax's sum formed as ggml_vec_soft_max_f32 does (W-cell blocks */   \
+	/* from c0, each att_reduce'd, added in order in float64). The */         \
+	/* scores of the first ATT_CHUNK cells stay in ls (−∞ where unseen). */  \
+	inline void att_softmax_##KT(global const KV_##KT* kb, ulong kvStride,    \
+			int D, att_mode m, att_scoring sc, att_view w, int c0, int c1,     \
+			local const float* lq, local float* ls, local float* red,          \
+			float* mp, float* invp) {                                          \
+		int lid = get_local_id(0), L = get_local_size(0), W = m.W;             \
+		float mx = -INFINITY;                                                  \
+		for (int c = c0 + lid; c < c1; c += L) {                               \
+			float s = att_seen_##KT(lq, kb, kvStride, D, m, sc, w, c);         \
+			mx = fmax(mx, s);                                                  \
+			if (c - c0 < ATT_CHUNK)                                            \
+				ls[c - c0] = s;                                                \
+		}                                                                      \
+		float M = wg_max(red, mx);                                             \
+		int nb = (c1 - c0 + W - 1) / W;                                        \
+		att_acc sum = att_acc_of(0.0f);                                        \
+		for (int b0 = 0; b0 < nb; b0 += L) {                                   \
+			float bs = 0.0f;                                                   \
+			if (b0 + lid < nb) {                                               \
+				float e[16];                                                   \
+				for (int l = 0; l < W; l++) {                                  \
+					int c = c0 + (b0 + lid) * W + l;                           \
+					float s = c >= c1 ? -INFINITY : c - c0 < ATT_CHUNK         \
+							? ls[c - c0]                                       \
+							: att_seen_##KT(lq, kb, kvStride, D, m, sc, w, c); \
+					e[l] = s == -INFINITY ? 0.0f : expf_lanes(s - M, W);       \
+				}                                                              \
+				bs = att_reduce(e, W, false);                                  \
+			}                                                                  \
+			red[lid] = bs;                                                     \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+			if (lid == 0)                                                      \
+				for (int i = 0; i < min(L, nb - b0); i++)                      \
+					sum = att_add(sum, red[i]);                                \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+		}                                                                      \
+		if (lid == 0)                                                          \
+			red[0] = att_inv(sum);                                             \
+		barrier(CLK_LOCAL_MEM_FENCE);                                          \
+		*invp = red[0];                                                        \
+		*mp = M;                                                               \
+		barrier(CLK_LOCAL_MEM_FENCE);                                          \
+	}                                                                          \
 	/* att_stats_KT returns, to every work-item, the maximum score *mp */     \
 	/* over the cells of [c0, c1) that w sees and the sum *lp of */           \
-	/* e^(score−max) (−∞ and 0 when it sees none). When ls is not 0 it */     \
-	/* leaves there the scores of the last ATT_CHUNK-aligned chunk, which */  \
-	/* att_weigh then need not compute again. */                             \
+	/* e^(score−max) (−∞ and 0 when it sees none), online: a */               \
+	/* flash-decoding partition's statistics. */                             \
 	inline void att_stats_##KT(global const KV_##KT* kb, ulong kvStride,      \
-			int D, att_scoring sc, att_view w, int c0, int c1,                 \
-			local const float* lq, local float* ls, local float* red,          \
-			float* mp, float* lp) {                                            \
+			int D, att_mode m, att_scoring sc, att_view w, int c0, int c1,     \
+			local const float* lq, local float* red, float* mp, float* lp) {   \
 		int lid = get_local_id(0), L = get_local_size(0);                      \
-		int cLast = att_last_chunk(c0, c1);                                    \
-		float m = -INFINITY, l = 0.0f;                                         \
+		float mx = -INFINITY, l = 0.0f;                                        \
 		for (int c = c0 + lid; c < c1; c += L) {                               \
 			if (!att_sees(w, c))                                               \
 				continue;                                                      \
-			float s = att_score_##KT(lq, kb + (ulong)c * kvStride, D, sc);     \
-			if (ls && c >= cLast)                                              \
-				ls[c - cLast] = s;                                             \
-			att_online(s, &m, &l);                                             \
+			float s = att_score_##KT(lq, kb + (ulong)c * kvStride, D, m, sc);  \
+			att_online(s, &mx, &l);                                            \
 		}                                                                      \
-		float M = wg_max(red, m);                                              \
-		/* A work-item without cells has m = -inf, l = 0: adds 0. */         \
-		*lp = wg_sum(red, m == -INFINITY ? 0.0f : l * exp(m - M));             \
+		float M = wg_max(red, mx);                                             \
+		/* A work-item without cells has mx = -inf, l = 0: adds 0. */        \
+		*lp = wg_sum(red, mx == -INFINITY ? 0.0f : l * exp(mx - M));           \
 		*mp = M;                                                               \
 	}                                                                          \
 	/* attention_stats_KT: partition p of head h's view (see */               \
@@ -218,7 +401,7 @@ inline void att_part(global const int* rows, global const int* cells,
 			global const int* rows, global const int* cells, int Lo, int Hi,   \
 			int window, int partLen, int heads, int kvHeads, int D,            \
 			float scale, float cap, float capInv, volatile global int* status, \
-			local float* lq, local float* red) {                               \
+			int wide, local float* lq, local float* red) {                     \
 		int h = get_group_id(0), p = get_group_id(1), P = get_num_groups(1);   \
 		int kvh = h / (heads / kvHeads);                                       \
 		att_view w;                                                            \
@@ -226,83 +409,120 @@ inline void att_part(global const int* rows, global const int* cells,
 		att_part(rows, cells, window, Lo, Hi, status, p, partLen, &w, &c0,     \
 				&c1);                                                          \
 		att_scoring sc = {scale, cap, capInv};                                 \
+		att_mode m = att_mode_of(wide, false, KHALF_##KT, D, 1, 0, true);     \
 		att_setup_##KT(q + (ulong)h * D, D, 0, lq, lq);                        \
-		float m, l;                                                            \
-		att_stats_##KT(k + (ulong)kvh * D, (ulong)kvHeads * D, D, sc, w, c0,   \
-				c1, lq, 0, red, &m, &l);                                       \
+		float mx, l;                                                           \
+		att_stats_##KT(k + (ulong)kvh * D, (ulong)kvHeads * D, D, m, sc, w,    \
+				c0, c1, lq, red, &mx, &l);                                     \
 		if (get_local_id(0) == 0) {                                            \
 			global float* pr = part + ((ulong)h * P + p) * (D + 2);            \
-			pr[0] = m;                                                         \
+			pr[0] = mx;                                                        \
 			pr[1] = l;                                                         \
 		}                                                                      \
 	}
 
-// DEFINE_ATT_KV defines the second pass and the kernels for a K and a V
-// type.
+// DEFINE_ATT_KV defines the weighing and the kernels for a K and a V type.
 #define DEFINE_ATT_KV(KT, VT)                                                  \
-	/* att_weigh_KT_VT adds p_j·v_j for the cells of [cBegin, cEnd) to */    \
-	/* lacc, p_j = e^(score_j−M)·inv rounded for the V type where w sees */  \
-	/* cell j, else 0; the last chunk first: with stored set, att_stats */    \
-	/* left its scores in ls. Every work-item calls it with the same */       \
-	/* arguments. */                                                          \
+	/* att_weigh_KT_VT adds p_j·v_j for the cells of [c0, c1) to lacc's */   \
+	/* G lanes (att_mode), p_j = e^(score_j−M)·inv rounded for the V type */ \
+	/* where w sees cell j, else 0 (and skipped), chunk after chunk in */     \
+	/* cell order; with stored set, ls holds the first chunk's scores. */     \
+	/* Every work-item calls it with the same arguments. */                   \
 	inline void att_weigh_##KT##_##VT(global const KV_##KT* kb,               \
-			global const KV_##VT* vb, ulong kvStride, int D, att_scoring sc,   \
-			att_view w, int cBegin, int cEnd, int G, float M, float inv,       \
+			global const KV_##VT* vb, ulong kvStride, int D, att_mode m,       \
+			att_scoring sc, att_view w, int c0, int c1, float M, float inv,    \
 			bool stored, local const float* lq, local float* ls,               \
 			local float* lacc) {                                               \
 		int lid = get_local_id(0), L = get_local_size(0);                      \
-		int GD = G * D;                                                        \
-		int cLast = att_last_chunk(cBegin, cEnd);                              \
-		for (int c0 = cLast; c0 >= cBegin; c0 -= ATT_CHUNK) {                  \
-			int cn = min(ATT_CHUNK, cEnd - c0);                                \
+		int G = m.G, GD = G * D;                                               \
+		for (int cb = c0; cb < c1; cb += ATT_CHUNK) {                          \
+			int cn = min(ATT_CHUNK, c1 - cb);                                  \
 			for (int c = lid; c < cn; c += L) {                                \
-				float p = 0.0f;                                                \
-				if (att_sees(w, c0 + c)) {                                     \
-					float s = stored && c0 == cLast ? ls[c]                    \
-							: att_score_##KT(lq,                               \
-									kb + (ulong)(c0 + c) * kvStride, D, sc);   \
-					p = KVR_##VT(expf_ggml(s - M) * inv);                      \
-				}                                                              \
-				ls[c] = p;                                                     \
+				float s = stored && cb == c0 ? ls[c]                           \
+						: att_seen_##KT(lq, kb, kvStride, D, m, sc, w, cb + c);\
+				ls[c] = s == -INFINITY ? 0.0f                                  \
+						: KVR_##VT(expf_lanes(s - M, m.W) * inv);              \
 			}                                                                  \
 			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+			/* The cells vec_dot's lanes take; AVX-512's rest: att_out. */    \
+			int lim = min(cn, m.npv - (cb - c0));                              \
 			for (int e = lid; e < GD; e += L) {                                \
 				int g = e / D, d = e - g * D;                                  \
 				float a = lacc[e];                                             \
-				for (int c = g; c < cn; c += G)                                \
-					a += ls[c] * vel_##VT(vb, (ulong)(c0 + c) * kvStride + d); \
+				for (int c = g; c < lim; c += G) {                             \
+					float p = ls[c];                                           \
+					if (p != 0.0f)                                             \
+						a = fma(vel_##VT(vb, (ulong)(cb + c) * kvStride + d), \
+								p, a);                                         \
+				}                                                              \
 				lacc[e] = a;                                                   \
 			}                                                                  \
-			/* ls is rewritten by the next chunk. */                          \
+			/* ls is rewritten by the next chunk (att_out reads the last). */ \
 			barrier(CLK_LOCAL_MEM_FENCE);                                      \
 		}                                                                      \
+	}                                                                          \
+	/* att_out_KT_VT is output d from lacc's lanes: mul_mat's fold and */    \
+	/* reduction where exact, then on AVX-512 the cells of [c0, c1) past */  \
+	/* npv, whose probabilities the last chunk left in ls. */                \
+	inline float att_out_##KT##_##VT(local const float* lacc,                 \
+			local const float* ls, global const KV_##VT* vb, ulong kvStride,   \
+			int D, int d, att_mode m, int c0, int c1) {                        \
+		int W = m.W, G = m.G;                                                  \
+		if (!m.exact)                                                          \
+			return att_sum(lacc, G, D, d);                                     \
+		float x[16];                                                           \
+		for (int l = 0; l < W; l++)                                            \
+			x[l] = G == W ? lacc[l * D + d]                                    \
+					: (lacc[l * D + d] + lacc[(2 * W + l) * D + d])            \
+					+ (lacc[(W + l) * D + d] + lacc[(3 * W + l) * D + d]);     \
+		float r = att_reduce(x, W, G != W);                                    \
+		if (m.npv >= c1 - c0)                                                  \
+			return r;                                                          \
+		int cl = c0 + (c1 - c0 - 1) / ATT_CHUNK * ATT_CHUNK;                   \
+		att_acc s = att_acc_of(r);                                             \
+		for (int c = c0 + m.npv; c < c1; c++) {                                \
+			float p = ls[c - cl];                                              \
+			if (p == 0.0f)                                                     \
+				continue;                                                      \
+			float v = vel_##VT(vb, (ulong)c * kvStride + d);                   \
+			if (KHALF_##VT)                                                    \
+				s = att_add(s, v * p);                                         \
+			else                                                               \
+				r = fma(v, p, r);                                              \
+		}                                                                      \
+		return KHALF_##VT ? att_round(s) : r;                                  \
 	}                                                                          \
 	kernel void attention_##KT##_##VT(global float* out,                      \
 			global const float* q, global const KV_##KT* k,                    \
 			global const KV_##VT* v, global const int* rows,                   \
 			global const int* cells, int Lo, int Hi, int window, int heads,    \
 			int kvHeads, int D, float scale, float cap, float capInv,          \
-			volatile global int* status, local float* lq, local float* ls,     \
-			local float* lacc, local float* red) {                             \
+			volatile global int* status, int wide, int prefill, int G,         \
+			local float* lq, local float* ls, local float* lacc,               \
+			local float* red) {                                                \
 		int h = get_group_id(0), i = get_group_id(1);                          \
 		int lid = get_local_id(0), L = get_local_size(0);                      \
 		int kvh = h / (heads / kvHeads);                                       \
 		ulong kvStride = (ulong)kvHeads * D;                                   \
-		int G = L >= D ? L / D : 1;                                            \
 		att_view w;                                                            \
 		int lo, hi;                                                            \
 		if (!att_row(rows, i, cells, window, Lo, Hi, status, &w, &lo, &hi))    \
 			hi = lo; /* sees nothing: zeros */                                 \
 		att_scoring sc = {scale, cap, capInv};                                 \
+		att_mode m = att_mode_of(wide, prefill, KHALF_##KT, D, G, hi - lo,     \
+				false);                                                        \
 		att_setup_##KT(q + ((ulong)i * heads + h) * D, D, G * D, lq, lacc);    \
 		global const KV_##KT* kb = k + (ulong)kvh * D;                         \
-		float m, l;                                                            \
-		att_stats_##KT(kb, kvStride, D, sc, w, lo, hi, lq, ls, red, &m, &l);   \
-		att_weigh_##KT##_##VT(kb, v + (ulong)kvh * D, kvStride, D, sc, w, lo,  \
-				hi, G, m, 1.0f / l, true, lq, ls, lacc);                       \
+		global const KV_##VT* vb = v + (ulong)kvh * D;                         \
+		float M, inv;                                                          \
+		att_softmax_##KT(kb, kvStride, D, m, sc, w, lo, hi, lq, ls, red, &M,   \
+				&inv);                                                         \
+		att_weigh_##KT##_##VT(kb, vb, kvStride, D, m, sc, w, lo, hi, M, inv,   \
+				true, lq, ls, lacc);                                           \
 		global float* orow = out + ((ulong)i * heads + h) * D;                 \
 		for (int d = lid; d < D; d += L)                                       \
-			orow[d] = att_sum(lacc, G, D, d);                                  \
+			orow[d] = att_out_##KT##_##VT(lacc, ls, vb, kvStride, D, d, m, lo, \
+					hi);                                                       \
 	}                                                                          \
 	/* attention_part_KT_VT is partition p of a single query's view, */      \
 	/* [Lo + p·partLen, Lo + (p+1)·partLen) ∩ [lo, hi), after */              \
@@ -314,13 +534,13 @@ inline void att_part(global const int* rows, global const int* cells,
 			global const KV_##VT* v, global const int* rows,                   \
 			global const int* cells, int Lo, int Hi, int window, int partLen,  \
 			int heads, int kvHeads, int D, float scale, float cap,             \
-			float capInv, volatile global int* status, local float* lq,        \
-			local float* ls, local float* lacc, local float* red) {            \
+			float capInv, volatile global int* status, int wide, int G,        \
+			local float* lq, local float* ls, local float* lacc,               \
+			local float* red) {                                                \
 		int h = get_group_id(0), p = get_group_id(1), P = get_num_groups(1);   \
 		int lid = get_local_id(0), L = get_local_size(0);                      \
 		int kvh = h / (heads / kvHeads);                                       \
 		ulong kvStride = (ulong)kvHeads * D;                                   \
-		int G = L >= D ? L / D : 1;                                            \
 		global float* ph = part + (ulong)h * P * (D + 2);                      \
 		float M = -INFINITY, sum = 0.0f;                                       \
 		for (int r = 0; r < P; r++)                                            \
@@ -336,9 +556,10 @@ inline void att_part(global const int* rows, global const int* cells,
 		att_part(rows, cells, window, Lo, Hi, status, p, partLen, &w, &c0,     \
 				&c1);                                                          \
 		att_scoring sc = {scale, cap, capInv};                                 \
+		att_mode m = att_mode_of(wide, false, KHALF_##KT, D, G, 0, true);     \
 		att_setup_##KT(q + (ulong)h * D, D, G * D, lq, lacc);                  \
 		att_weigh_##KT##_##VT(k + (ulong)kvh * D, v + (ulong)kvh * D,          \
-				kvStride, D, sc, w, c0, c1, G, M, 1.0f / sum, false, lq, ls,   \
+				kvStride, D, m, sc, w, c0, c1, M, 1.0f / sum, false, lq, ls,   \
 				lacc);                                                         \
 		global float* pr = ph + (ulong)p * (D + 2);                            \
 		for (int d = lid; d < D; d += L)                                       \

@@ -140,3 +140,29 @@ inline float expf_ggml(float x) {
 		return s1 * s1;
 	return fma(s2, j, s2) * s1;
 }
+
+// expf512_ggml is e^x as llama.cpp's AVX-512 build's ggml_v_expf computes it
+// (the CPU backend's expf512): expf_ggml's reduction and polynomial with its
+// last term fused, scaled by 2^n exactly (vscalefps; ldexp is exact but for
+// overflow and underflow).
+inline float expf512_ggml(float x) {
+	const float r = 0x1.8p23f, l2e = 0x1.715476p+0f, ln1 = 0x1.62e4p-1f, ln2 = 0x1.7f7d1cp-20f;
+	const float c0 = 0x1.0e4020p-7f, c1 = 0x1.573e2ep-5f, c2 = 0x1.555e66p-3f, c3 = 0x1.fffdb6p-2f,
+			c4 = 0x1.ffffecp-1f;
+	float z = fma(x, l2e, r);
+	float n = z - r;
+	float b = fma(-n, ln2, fma(-n, ln1, x));
+	float u = b * b;
+	float j = fma(fma(fma(c0, b, c1), u, fma(c2, b, c3)), u, fma(c4, b, 1.0f));
+	if (isnan(n))
+		return n;
+	if (n > 192.0f)
+		return INFINITY;
+	if (n < -192.0f)
+		return 0.0f;
+	return ldexp(j, (int)n);
+}
+
+// expf_lanes is ggml's vectorised exp of the build whose vectors hold lanes
+// floats: expf512_ggml for 16 (AVX-512), expf_ggml otherwise.
+inline float expf_lanes(float x, int lanes) { return lanes == 16 ? expf512_ggml(x) : expf_ggml(x); }

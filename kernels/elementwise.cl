@@ -1,17 +1,47 @@
 // Elementwise ops over count elements. Launch: global count rounded up to
 // the local size.
 
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+// expf_libm stands for the C library's expf: float64's exp rounded where
+// the device has fp64 (glibc's expf is that but where it is not correctly
+// rounded, rarely), else OpenCL's exp (within 3 ulp).
+inline float expf_libm(float x) {
+#ifdef cl_khr_fp64
+	return (float)exp((double)x);
+#else
+	return exp(x);
+#endif
+}
+
 // silu_mul: dst = silu(gate)·up, silu(g) = g / (1 + e^-g), in llama.cpp's
-// float operations (ggml_v_silu, then the product): its exp (expf_ggml) and
-// a correctly rounded division (div_rn, quant.cl), so the result is the CPU
-// backend's to the bit. It feeds the FFN's down projection, whose
-// activation rounding (Q8_0, F16) turns any difference into a jump.
-kernel void silu_mul(global float* dst, global const float* gate, global const float* up, int count) {
+// float operations (ggml_vec_silu_f32, then the product) for the build
+// whose vectors hold lanes floats (see attention.cl), on rows of whole
+// vectors: its vectorised exp (expf_lanes) and a correctly rounded
+// division (div_rn, quant.cl), so the result is the CPU backend's to the
+// bit. It feeds the FFN's down projection, whose activation rounding
+// (Q8_0, F16) turns any difference into a jump.
+kernel void silu_mul(global float* dst, global const float* gate, global const float* up, int count, int lanes) {
 	int k = get_global_id(0);
 	if (k >= count)
 		return;
 	float g = gate[k];
-	dst[k] = div_rn(g, 1.0f + expf_ggml(-g)) * up[k];
+	dst[k] = div_rn(g, 1.0f + expf_lanes(-g, lanes)) * up[k];
+}
+
+// silu_mul_rows is silu_mul on rows of cols elements, not whole vectors:
+// ggml_silu_f32 takes the last cols % lanes of each with the C library's
+// exp (expf_libm: the CPU backend's bits but where that rounds otherwise).
+kernel void silu_mul_rows(global float* dst, global const float* gate, global const float* up, int count,
+		int lanes, int cols) {
+	int k = get_global_id(0);
+	if (k >= count)
+		return;
+	float g = gate[k];
+	float e = k % cols < cols - cols % lanes ? expf_lanes(-g, lanes) : expf_libm(-g);
+	dst[k] = div_rn(g, 1.0f + e) * up[k];
 }
 
 kernel void add(global float* dst, global const float* a, global const float* b, int count) {

@@ -15,7 +15,8 @@
 //   3. epilogue: each row's value to its matrix's output (d0, d1 or d2),
 //      and with MVF_ADD also added to res (the residual, res += d0: Add), or
 //      with MVF_SILU rows pair the first two matrices (gate and up, M0 = M1):
-//      d1 = up, d0 = silu(gate)·up (SiLUMul into the gate's tensor); with
+//      d1 = up, d0 = silu(gate)·up (SiLUMul into the gate's tensor, as
+//      silu_mul computes it for the build of MVF_SILU16 ? 16 : 8 lanes); with
 //      MVF_ROPE the rows of the matrices that ask are turned by RoPE (Q, K),
 //      and any matrix's rows may also be stored into a KV cache (K, V: the
 //      CopySlice append, rounded to f16 for an f16 cache).
@@ -33,6 +34,7 @@
 #define MVF_ROPE 8
 #define MVF_NEOX 16
 #define MVF_FREQS 32
+#define MVF_SILU16 64
 #define MF_ROPE 1
 #define MF_STORE 2
 #define MF_F16 4
@@ -194,7 +196,9 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 					vg = v;                                                                    \
 				else if (lane == 0 && o < M0) {                                                \
 					d1[o] = v;                                                                 \
-					d0[o] = div_rn(vg, 1.0f + expf_ggml(-vg)) * v;                             \
+					int sl = flags & MVF_SILU16 ? 16 : 8;                                      \
+					float e = o < M0 - M0 % sl ? expf_lanes(-vg, sl) : expf_libm(-vg);         \
+					d0[o] = div_rn(vg, 1.0f + e) * v;                                          \
 				}                                                                              \
 			} else if (lane == 0 && rope) {                                                    \
 				ys[i] = v;                                                                     \

@@ -86,7 +86,6 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		sc.runsRow = -1
 		if len(sc.row) < 2*headDim {
 			sc.row = make([]float32, 2*headDim)
-			sc.acc = make([]float64, headDim)
 		}
 	}
 	t := &b.pool.task
@@ -208,33 +207,36 @@ func (t *task) score(d float32) float32 {
 	return d * t.scale
 }
 
-// attentionHeads is heads h0…h1-1 of row over the cells of runs. This is
-// the reference arithmetic, llama.cpp's (ggml_mul_mat of K and q,
-// ggml_soft_max_ext, ggml_mul_mat of V and the probabilities), with its
-// rounding points:
+// attentionHeads is heads h0…h1-1 of row over the cells of runs, in the
+// arithmetic of llama.cpp's AVX2 build (ggml_mul_mat of K and q,
+// ggml_soft_max_ext, ggml_mul_mat of V and the probabilities, without flash
+// attention), its rounding points and its float sums in their order:
 //
-//   - over an F16 K cache the query is rounded to f16 first (F16's
-//     vec_dot_type), and a score is the float64 dot product (its products
-//     are exact) rounded to float32, then soft-capped and scaled (score);
-//   - the softmax subtracts the maximum, exponentiates with ggml's exp
-//     (expf), sums in float64 and multiplies by the float32 reciprocal, so
-//     the probabilities are normalised before they weight V;
-//   - over an F16 V cache each probability is rounded to f16, and every
-//     output is a float64 sum of exact products, rounded once.
+//   - llama.cpp's cache view starts at cell 0 and is n_kv = max(32,
+//     roundup32(cells)) long, the cells a row does not see masked; here a
+//     row's view is its range [lo, hi), and a cell's place in it (which
+//     decides its lane in every float sum) is its offset from lo. A masked
+//     cell adds nothing anywhere (its exp is 0), so only the runs are read;
+//   - scores: over an F16 K the query is rounded to f16 first (F16's
+//     vec_dot_type); a score is the query's dot product with the key
+//     (kqDot), soft-capped and scaled (task.score);
+//   - softmax: exp(x−max) by ggml's exp (expf) in 8-element blocks of the
+//     view, each block's sum (hsum8) added to a float64 sum; the
+//     probabilities × float32(1/sum), then rounded to f16 over an F16 V;
+//   - out[d] = the probabilities' dot product with V's column d over the
+//     view (vColumn8).
 //
-// The float64 sums run in fixed orders (four interleaved lanes for the dot
-// products and the softmax sum, a cell's lane its offset from the row's
-// range start; cell order for V) that the C kernel (ops.c, t.simd set)
-// reproduces, so every SIMD level gives these bits. A cell the row does
-// not see adds nothing, which is what llama.cpp's −∞ mask entry adds (an
-// exp of 0) at its place.
+// The C kernel (ops.c, t.simd set) performs the same operations, so every
+// SIMD level gives these bits.
 func attentionHeads(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
 	hd, kvCols := t.headDim, t.kvHeads*t.headDim
 	group := t.heads / t.kvHeads
-	base := int(t.rows[4*row+2])
 	qr, kr := sc.row[:hd], sc.row[hd:2*hd]
-	acc := sc.acc[:hd]
-	s := sc.scores[:int(runs[len(runs)-1])-base]
+	base := int(t.rows[4*row+2])
+	L := int(runs[len(runs)-1]) - base // the view up to the last cell seen
+	j0 := (int(runs[0]) - base) &^ 7   // the block of the first
+	s := sc.scores[:(L+7)&^7]
+	prefill := t.n > 1
 	for h := h0; h < h1; h++ {
 		kvOff := h / group * hd
 		qo := row*t.qStride + h*hd
@@ -242,48 +244,151 @@ func attentionHeads(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
 		if t.kh != nil {
 			dtype.RoundActivations(dtype.F16, qr, qr)
 		}
+		masked(s, runs, base, j0)
 		mx := float32(math.Inf(-1))
 		for r := 0; r < len(runs); r += 2 {
 			for j := int(runs[r]); j < int(runs[r+1]); j++ {
 				cacheRow(kr, t.kc, t.kh, j*kvCols+kvOff)
-				x := t.score(float32(dot4(qr, kr)))
+				x := t.score(kqDot(kr, qr, t.kh != nil, prefill))
 				s[j-base] = x
 				mx = max(mx, x)
 			}
 		}
-		var l [4]float64
-		for r := 0; r < len(runs); r += 2 {
-			for j := int(runs[r]) - base; j < int(runs[r+1])-base; j++ {
-				e := expf(s[j] - mx)
-				s[j] = e
-				l[j&3] += float64(e)
-			}
-		}
-		inv := float32(1 / ((l[0] + l[2]) + (l[1] + l[3])))
-		for r := 0; r < len(runs); r += 2 {
-			p := s[int(runs[r])-base : int(runs[r+1])-base]
-			for j := range p {
-				p[j] *= inv
-			}
-			if t.vh != nil {
-				dtype.RoundActivations(dtype.F16, p, p)
-			}
-		}
-		clear(acc)
-		for r := 0; r < len(runs); r += 2 {
-			for j := int(runs[r]); j < int(runs[r+1]); j++ {
-				p := float64(s[j-base])
-				cacheRow(kr, t.vc, t.vh, j*kvCols+kvOff)
-				for d, x := range kr {
-					acc[d] += p * float64(x)
+		var sum float64
+		for b0 := j0; b0 < L; b0 += 8 {
+			blk := (*[8]float32)(s[b0:])
+			for l := range blk {
+				if b0+l < L {
+					blk[l] = expf(blk[l] - mx)
+				} else {
+					blk[l] = 0
 				}
 			}
+			sum += float64(hsum8(*blk))
+		}
+		inv := float32(1 / sum)
+		p := s[j0:]
+		for j := range p {
+			p[j] *= inv
+		}
+		if t.vh != nil {
+			dtype.RoundActivations(dtype.F16, p, p)
 		}
 		out := t.dst[qo : qo+hd]
-		for d, a := range acc {
-			out[d] = float32(a)
+		tiny := prefill && hd%4 == 0
+		for d := range out {
+			out[d] = vColumn8(t, s, runs, base, kvOff+d, kvCols, tiny)
 		}
 	}
+}
+
+// kqDot is a key's dot product with the query as ggml_mul_mat(k, q)
+// computes it on AVX2: in a prefill over an F16 K (q converted to F16, so
+// llamafile's sgemm takes it) with a head size a multiple of 8, tinyBLAS's
+// dot product (dot8); otherwise ggml_vec_dot_f16 or ggml_vec_dot_f32
+// (dotVec8). A prefill over an F32 K takes vec_dot too: its permuted q is
+// not contiguous, which sgemm wants of an F32 operand.
+func kqDot(k, q []float32, half, prefill bool) float32 {
+	if prefill && half && len(k)%8 == 0 {
+		return dot8(k, q)
+	}
+	return dotVec8(k, q, half)
+}
+
+// reduce8Fold is GGML_F32x8_REDUCE: vec_dot's four accumulators folded
+// (0+2, 1+3, 0+1), the halves added lane-wise, then two horizontal adds,
+// (0+1)+(2+3).
+func reduce8Fold(s *[4][8]float32) float32 {
+	for l := range 8 {
+		s[0][l] += s[2][l]
+		s[1][l] += s[3][l]
+		s[0][l] += s[1][l]
+	}
+	v := &s[0]
+	t0, t1, t2, t3 := v[0]+v[4], v[1]+v[5], v[2]+v[6], v[3]+v[7]
+	return (t0 + t1) + (t2 + t3)
+}
+
+// dotVec8 is ggml_vec_dot_f16 (half: x and y hold f16 values) or
+// ggml_vec_dot_f32 on AVX2: four 8-lane accumulators over 32-element steps
+// (element i in accumulator i%32/8, lane i%8, by fused multiply-adds),
+// reduced (reduce8Fold); then the remaining elements, for F16 their (exact)
+// products added in float64, for F32 as gcc compiles ggml's sumf += x·y
+// there: the products of whole 8- and 4-element chunks rounded and added
+// in order, the last len%4 by fused multiply-adds.
+func dotVec8(x, y []float32, half bool) float32 {
+	y = y[:len(x)]
+	np := len(x) &^ 31
+	var s [4][8]float32
+	for i := 0; i < np; i += 32 {
+		for j := range 4 {
+			for l := range 8 {
+				s[j][l] = fmaf(x[i+8*j+l], y[i+8*j+l], s[j][l])
+			}
+		}
+	}
+	r := reduce8Fold(&s)
+	if half {
+		sum := float64(r)
+		for i := np; i < len(x); i++ {
+			sum += float64(x[i] * y[i])
+		}
+		return float32(sum)
+	}
+	n4 := np + (len(x)-np)&^3
+	for i := np; i < n4; i++ {
+		r += float32(x[i] * y[i])
+	}
+	for i := n4; i < len(x); i++ {
+		r = fmaf(x[i], y[i], r)
+	}
+	return r
+}
+
+// dot8 is llamafile's tinyBLAS dot product on AVX2 (len(x) a multiple of
+// 8): one 8-lane accumulator of fused multiply-adds, hsum8'd.
+func dot8(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s [8]float32
+	for i := 0; i < len(x); i += 8 {
+		for l := range 8 {
+			s[l] = fmaf(x[i+l], y[i+l], s[l])
+		}
+	}
+	return hsum8(s)
+}
+
+// vColumn8 is Σ_j p[j]·V[j][col] over the cells of runs (p indexed from
+// base, the row's view) as ggml_mul_mat(v, kq) sums it on AVX2: with tiny
+// (a prefill, the head size a multiple of 4, so that sgemm takes it)
+// tinyBLAS's one 8-lane accumulator (dot8), else vec_dot's four over
+// 32-cell steps (dotVec8; the view is a multiple of 32 cells, so there is
+// no remainder). A masked cell's product would be 0: it is left out.
+func vColumn8(t *task, p []float32, runs []int32, base, col, kvCols int, tiny bool) float32 {
+	v := func(j int) float32 {
+		if t.vh != nil {
+			return f16Table[t.vh[j*kvCols+col]]
+		}
+		return t.vc[j*kvCols+col]
+	}
+	if tiny {
+		var s [8]float32
+		for r := 0; r < len(runs); r += 2 {
+			for j := int(runs[r]); j < int(runs[r+1]); j++ {
+				i := j - base
+				s[i%8] = fmaf(v(j), p[i], s[i%8])
+			}
+		}
+		return hsum8(s)
+	}
+	var s [4][8]float32
+	for r := 0; r < len(runs); r += 2 {
+		for j := int(runs[r]); j < int(runs[r+1]); j++ {
+			i := j - base
+			s[i%32/8][i%8] = fmaf(v(j), p[i], s[i%32/8][i%8])
+		}
+	}
+	return reduce8Fold(&s)
 }
 
 // cacheRow copies len(dst) cache values from element off of an F32 (f32)
@@ -296,16 +401,4 @@ func cacheRow(dst, f32 []float32, h []uint16, off int) {
 	for i, v := range h[off : off+len(dst)] {
 		dst[i] = dtype.F16ToF32(v)
 	}
-}
-
-// dot4 is Σ a[i]·b[i] in float64 in four interleaved lanes (lane i%4),
-// reduced as (l0+l2)+(l1+l3): the order of the C kernel's __m256d
-// accumulator. Each product of two float32 values is exact in float64.
-func dot4(a, b []float32) float64 {
-	b = b[:len(a)]
-	var l [4]float64
-	for i, x := range a {
-		l[i&3] += float64(x) * float64(b[i])
-	}
-	return (l[0] + l[2]) + (l[1] + l[3])
 }

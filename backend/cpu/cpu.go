@@ -75,16 +75,15 @@ type Backend struct {
 // scratch is one thread's working memory.
 type scratch struct {
 	scores []float32
-	// row holds two head rows (the query, a cache row) and acc one head of
-	// float64 sums, for the portable attention.
+	// row holds two head rows (the query, a cache row) for the portable
+	// attention.
 	row []float32
-	acc []float64
 	// runs holds the cells row runsRow of the attention in flight sees
 	// (visible).
 	runs    []int32
 	runsRow int
 	// pad keeps neighbouring threads' headers on different cache lines.
-	_ [24]byte
+	_ [48]byte
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -8,22 +8,50 @@ import (
 )
 
 // llama.cpp's CPU results depend on the instruction set it was built for:
-// its AVX-512 build sums F16 dot products in 16-lane vectors, and computes
-// exp (softmax, SiLU) with another polynomial tail, than its AVX2 build, and
-// the two disagree in the last bits. glint reproduces the build that is
-// native to the host, as `build-llama.sh cpu` makes it: on a CPU with
-// AVX-512 (F, BW, VL, DQ) the attention (over K and V caches of one type)
-// and SiLU follow ggml's AVX-512 arithmetic below, at every kernel level, so
-// that the levels still agree with each other. Elsewhere they keep the
-// arithmetic of attentionItems and siluMulGo. Quantised matmuls need no
+// its AVX-512 build sums F16 and F32 dot products in 16-lane vectors, and
+// computes exp (softmax, SiLU) with another polynomial tail, where its AVX2
+// build uses 8 lanes, and the two disagree in the last bits. glint
+// reproduces the build that is native to the host, as `build-llama.sh cpu`
+// makes it: on a CPU with AVX-512 (F, BW, VL, DQ) the attention (over K and
+// V caches of one type) and SiLU follow ggml's AVX-512 arithmetic below;
+// elsewhere, and for mixed cache types, they follow its AVX2 arithmetic
+// (attentionHeads, siluMul8). Either runs at every kernel level, so that
+// the levels still agree with each other. Quantised matmuls need no
 // flavour: ggml's x86 kernels for them are AVX2 in both builds
 // (quant_lanes.go).
 
-// With the AVX-512 flavour glint's logits equal llama.cpp's to the bit on
-// Llama-3.2-1B-shaped K-quant files (internal/peer). GLINT_GGML_FLAVOR=avx2
-// selects the other arithmetic on an AVX-512 host (to compare with an AVX2
-// build, or to test what AVX2-only hosts run).
-var ggml512 = hostSIMD >= simdAVX512 && os.Getenv("GLINT_GGML_FLAVOR") != "avx2"
+// With its build's flavour glint's logits equal llama.cpp's to the bit on
+// the staged K-quant files and on Llama-3.2-1B-shaped K-quant files
+// (internal/peer). GLINT_GGML_FLAVOR=avx2 or avx512 selects a build's
+// arithmetic whatever the host (to compare with a peer built for another
+// CPU, or to test what other hosts run); without AVX-512 the AVX-512
+// arithmetic runs in Go at every level.
+var ggml512 = flavour512(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD)
+
+// flavour512 reports whether a GLINT_GGML_FLAVOR value on a host of level
+// host selects ggml's AVX-512 arithmetic.
+func flavour512(env string, host simdLevel) bool {
+	switch env {
+	case "avx2":
+		return false
+	case "avx512":
+		return true
+	}
+	return host >= simdAVX512
+}
+
+// Flavour names the llama.cpp CPU build whose arithmetic the backend's
+// attention and SiLU reproduce (see above): "avx512" or "avx2". The OpenCL
+// backend follows the same one.
+func Flavour() string {
+	if ggml512 {
+		return "avx512"
+	}
+	return "avx2"
+}
+
+// simd512 reports whether the AVX-512 flavour's C kernels may run at level l.
+func simd512(l simdLevel) bool { return l > simdOff && hostSIMD >= simdAVX512 }
 
 // expf512 is ggml's AVX-512 ggml_v_expf: the AVX2 version's polynomial
 // with its last term fused, scaled by 2^n (vscalefps, exact but for
@@ -124,7 +152,7 @@ func dotTiny(x, y []float32) float32 {
 //   - out[d] = the probabilities' dot with V's column d over the view, the
 //     same two dot products by the same rule.
 func (b *Backend) attentionHeads512(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
-	if t.simd > simdOff && simdAttentionOK(t.headDim) {
+	if simd512(t.simd) && simdAttentionOK(t.headDim) {
 		simdAttention512(t, sc.scores, row, h0, h1, runs)
 		return
 	}
@@ -257,30 +285,15 @@ func reduce16Fold(s *[4][16]float32) float32 {
 	return reduce16(&s[0])
 }
 
-// siluMul512 is siluMulGo in ggml's AVX-512 arithmetic for elements lo…hi-1
-// of t's rows of t.k: ggml_vec_silu_f32 runs expf512 over each row's first
-// 16·⌊cols/16⌋ elements (the C kernel, at SIMD levels) and libm's expf over
-// the rest (here the float64 exp rounded, which glibc's expf equals but in
-// rare ties).
-func siluMul512(t *task, lo, hi int) {
-	cols := t.k
-	for lo < hi {
-		rowEnd := (lo/cols + 1) * cols
-		vecEnd := min(hi, rowEnd-cols%16)
-		if lo < vecEnd {
-			d, g, u := t.dst[lo:vecEnd], t.x[lo:vecEnd], t.y[lo:vecEnd]
-			if t.simd > simdOff {
-				simdSiLUMul512(d, g, u)
-			} else {
-				for i, x := range g {
-					d[i] = x / (1 + expf512(-x)) * u[i]
-				}
-			}
-			lo = vecEnd
-		}
-		for ; lo < min(hi, rowEnd); lo++ {
-			x := t.x[lo]
-			t.dst[lo] = x / (1 + float32(math.Exp(float64(-x)))) * t.y[lo]
-		}
+// siluMul16 is ggml's AVX-512 ggml_v_silu followed by the product with up
+// (siluMulRows runs it over each row's first 16·⌊cols/16⌋ elements): the C
+// kernel at a SIMD level, else expf512 in Go.
+func siluMul16(l simdLevel, d, g, u []float32) {
+	if simd512(l) {
+		simdSiLUMul512(d, g, u)
+		return
+	}
+	for i, x := range g {
+		d[i] = x / (1 + expf512(-x)) * u[i]
 	}
 }

@@ -81,35 +81,32 @@ void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t 
 
 // ---------------------------------------------------------------- attention
 
-// load4 reads 4 cache values (F16 or F32) at element i of row as doubles;
-// lanes at or past n are 0.
-INLINE A2 __m256d load4(const void *row, int f16, int i, int n) {
-	if (f16) {
+// at1 is one cache value (f16 where half) as a float.
+INLINE A2 float at1(const void *c, int half, size_t i) {
+	return half ? _cvtsh_ss(((const uint16_t *)c)[i]) : ((const float *)c)[i];
+}
+
+// fma1 is one fused multiply-add (fmaf in expf.go's Go).
+INLINE A2 float fma1(float a, float b, float c) {
+	return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// load8c reads 8 cache values (f16 where half) at element i of a row of n
+// as floats; lanes at or past n are 0.
+INLINE A2 __m256 load8c(const void *row, int half, int i, int n) {
+	if (half) {
 		const uint16_t *h = (const uint16_t *)row + i;
-		if (n - i >= 4) {
-			return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h)));
+		if (n - i >= 8) {
+			return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 		}
-		uint16_t t[4] = {0, 0, 0, 0};
+		uint16_t t[8] = {0};
 		for (int j = 0; j < n - i; j++) {
 			t[j] = h[j];
 		}
-		return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)t)));
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
 	}
 	const float *f = (const float *)row + i;
-	if (n - i >= 4) {
-		return _mm256_cvtps_pd(_mm_loadu_ps(f));
-	}
-	float t[4] = {0, 0, 0, 0};
-	for (int j = 0; j < n - i; j++) {
-		t[j] = f[j];
-	}
-	return _mm256_cvtps_pd(_mm_loadu_ps(t));
-}
-
-// hsum4d is (l0+l2)+(l1+l3), the reduction dot4 in attention.go mirrors.
-INLINE A2 double hsum4d(__m256d a) {
-	__m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-	return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+	return n - i >= 8 ? _mm256_loadu_ps(f) : _mm256_maskload_ps(f, lanes8(n - i));
 }
 
 // round_f16_8 rounds 8 floats to the nearest f16 (ties to even) and back.
@@ -117,11 +114,60 @@ INLINE A2 __m256 round_f16_8(__m256 x) {
 	return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// reduce8 is GGML_F32x8_REDUCE after its folds: the halves added, then two
+// horizontal adds, (0+1)+(2+3) (reduce8Fold in attention.go).
+INLINE A2 float reduce8(__m256 x) {
+	__m128 t = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+	t = _mm_hadd_ps(t, t);
+	return _mm_cvtss_f32(_mm_hadd_ps(t, t));
+}
+
+// dot_vec8 is ggml_vec_dot_f16 / ggml_vec_dot_f32 on AVX2 (dotVec8): k
+// holds n cache values (f16 where half), q n floats. The F32 remainder's
+// products are rounded before they are added (_mm_mul_ss, _mm_add_ss: a
+// plain x*y + r could be contracted into a fused multiply-add).
+INLINE A2 float dot_vec8(const void *k, int half, const float *q, int n) {
+	int np = n & ~31;
+	__m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+	for (int i = 0; i < np; i += 32) {
+		for (int j = 0; j < 4; j++) {
+			s[j] = _mm256_fmadd_ps(load8c(k, half, i + 8 * j, n), _mm256_loadu_ps(q + i + 8 * j), s[j]);
+		}
+	}
+	float r = reduce8(_mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[1], s[3])));
+	if (half) {
+		double sum = r;
+		for (int i = np; i < n; i++) {
+			sum += (double)(at1(k, 1, i) * q[i]);
+		}
+		return (float)sum;
+	}
+	int n4 = np + ((n - np) & ~3), i = np;
+	__m128 acc = _mm_set_ss(r);
+	for (; i < n4; i++) {
+		acc = _mm_add_ss(acc, _mm_mul_ss(_mm_set_ss(at1(k, 0, i)), _mm_set_ss(q[i])));
+	}
+	r = _mm_cvtss_f32(acc);
+	for (; i < n; i++) {
+		r = fma1(at1(k, 0, i), q[i], r);
+	}
+	return r;
+}
+
+// dot8 is tinyBLAS's dot product on AVX2 (dot8; n % 8 == 0).
+INLINE A2 float dot8(const void *k, int half, const float *q, int n) {
+	__m256 s = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8) {
+		s = _mm256_fmadd_ps(load8c(k, half, i, n), _mm256_loadu_ps(q + i), s);
+	}
+	return hsum8(s);
+}
+
 #define MAXG 4
 
-// score1 is a float64 dot product as a score, as task.score in
-// attention.go: rounded to float, soft-capped when softcap > 0 (× 1/cap,
-// tanhf, × cap, llama.cpp's graph), then scaled.
+// score1 is a dot product as a score, as task.score in attention.go:
+// rounded to float, soft-capped when softcap > 0 (× 1/cap, tanhf, × cap,
+// llama.cpp's graph), then scaled.
 static inline float score1(double dot, float scale, float softcap) {
 	float s = (float)dot;
 	if (softcap > 0) {
@@ -145,17 +191,18 @@ static inline void mask_gaps(float *s, const int32_t *runs, int nruns, int base,
 
 // attn_group is attention for gb (≤ MAXG) query heads q (gb rows of hd,
 // consecutive) that share one kv head, whose rows (k, v) are kvCols
-// elements apart, over the cells of runs (see glint_attention); s holds
-// gb·L floats, L the last cell seen less base. It computes what
-// attentionHeads in attention.go computes, in the same order: scores as
-// float64 dot products in four lanes, then the softmax with ggml's exp and
-// its sum in four float64 lanes (a cell's lane is its offset from base;
-// the cells not seen are −∞, whose exp adds 0), then normalised
-// probabilities (rounded to f16 for an F16 V) weighting V in float64, one
-// accumulator per output, cell after cell.
+// elements apart, over the cells of runs (see glint_attention); s holds gb
+// rows of Ls = roundup8(L) floats, L the last cell seen less base. It
+// computes what attentionHeads in attention.go computes, in the same
+// order: the scores (dot8 or dot_vec8), the softmax in 8-cell blocks of
+// the row's view, each block's hsum8 added in double, then each output as
+// ggml_mul_mat(v, kq) sums it, vectorised across 8 outputs: one
+// accumulator per lane of tinyBLAS's 8 (tiny) or vec_dot's 4×8, a cell's
+// lane its offset from base, folded and reduced lane-wise as reduce8Fold
+// and hsum8 fold and reduce one output's.
 static A2 void attn_group(const float *q, const void *k, const void *v, int kf16, int vf16, float *out, float *s,
-                          const int32_t *runs, int nruns, int base, int kvCols, int hd, float scale, float softcap,
-                          int gb) {
+                          const int32_t *runs, int nruns, int base, int kvCols, int hd, int prefill, float scale,
+                          float softcap, int gb) {
 	float qr[MAXG][GLINT_ATTENTION_MAX_HEAD_DIM + 8];
 	for (int g = 0; g < gb; g++) {
 		for (int d = 0; d < hd; d += 8) {
@@ -164,70 +211,75 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 			_mm256_storeu_ps(qr[g] + d, kf16 ? round_f16_8(x) : x);
 		}
 	}
-	const int L = runs[2 * nruns - 1] - base, j0 = (runs[0] - base) & ~7;
+	const int L = runs[2 * nruns - 1] - base, Ls = (L + 7) & ~7, j0 = (runs[0] - base) & ~7;
 	for (int g = 0; g < gb; g++) {
-		mask_gaps(s + g * L, runs, nruns, base, j0);
+		mask_gaps(s + g * Ls, runs, nruns, base, j0);
 	}
 	const int ke = kf16 ? 2 : 4, ve = vf16 ? 2 : 4;
+	const int ktiny = prefill && kf16 && hd % 8 == 0, vtiny = prefill && hd % 4 == 0;
 	for (int r = 0; r < nruns; r++) {
 		for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
 			const char *kj = (const char *)k + (size_t)j * kvCols * ke;
-			__m256d a[MAXG];
 			for (int g = 0; g < gb; g++) {
-				a[g] = _mm256_setzero_pd();
-			}
-			for (int d = 0; d < hd; d += 4) {
-				__m256d kd = load4(kj, kf16, d, hd);
-				for (int g = 0; g < gb; g++) {
-					a[g] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(qr[g] + d)), kd, a[g]);
-				}
-			}
-			for (int g = 0; g < gb; g++) {
-				s[g * L + j - base] = score1(hsum4d(a[g]), scale, softcap);
+				float dot = ktiny ? dot8(kj, kf16, qr[g], hd) : dot_vec8(kj, kf16, qr[g], hd);
+				s[g * Ls + j - base] = score1(dot, scale, softcap);
 			}
 		}
 	}
 	for (int g = 0; g < gb; g++) {
-		float *sg = s + g * L;
+		float *sg = s + g * Ls;
 		float m = -INFINITY;
 		for (int j = j0; j < L; j++) {
 			m = sg[j] > m ? sg[j] : m;
 		}
 		__m256 mv = _mm256_set1_ps(m);
-		__m256d sum = _mm256_setzero_pd();
+		double sum = 0;
 		for (int j = j0; j < L; j += 8) {
-			__m256i lm = lanes8(L - j >= 8 ? 0 : L - j);
-			__m256 e = _mm256_and_ps(expf8(_mm256_sub_ps(_mm256_maskload_ps(sg + j, lm), mv)), _mm256_castsi256_ps(lm));
-			_mm256_maskstore_ps(sg + j, lm, e);
-			sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-			sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+			__m256 lm = _mm256_castsi256_ps(lanes8(L - j >= 8 ? 0 : L - j));
+			__m256 e = _mm256_and_ps(expf8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mv)), lm);
+			_mm256_storeu_ps(sg + j, e);
+			sum += (double)hsum8(e);
 		}
-		__m256 inv = _mm256_set1_ps((float)(1 / hsum4d(sum)));
+		__m256 inv = _mm256_set1_ps((float)(1 / sum));
 		for (int j = j0; j < L; j += 8) {
-			__m256i lm = lanes8(L - j >= 8 ? 0 : L - j);
-			__m256 p = _mm256_mul_ps(_mm256_maskload_ps(sg + j, lm), inv);
-			_mm256_maskstore_ps(sg + j, lm, vf16 ? round_f16_8(p) : p);
+			__m256 p = _mm256_mul_ps(_mm256_loadu_ps(sg + j), inv);
+			_mm256_storeu_ps(sg + j, vf16 ? round_f16_8(p) : p);
 		}
 	}
+	const int lanes = vtiny ? 8 : 32;
 	for (int d = 0; d < hd; d += 8) {
-		__m256d a[MAXG][2];
+		__m256 a[MAXG][32];
 		for (int g = 0; g < gb; g++) {
-			a[g][0] = a[g][1] = _mm256_setzero_pd();
+			for (int l = 0; l < lanes; l++) {
+				a[g][l] = _mm256_setzero_ps();
+			}
 		}
 		for (int r = 0; r < nruns; r++) {
 			for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
-				const char *vj = (const char *)v + (size_t)j * kvCols * ve;
-				__m256d v0 = load4(vj, vf16, d, hd), v1 = load4(vj, vf16, d + 4, hd);
+				__m256 vj = load8c((const char *)v + (size_t)j * kvCols * ve, vf16, d, hd);
+				int i = j - base, l = i & (lanes - 1);
 				for (int g = 0; g < gb; g++) {
-					__m256d p = _mm256_set1_pd((double)s[g * L + j - base]);
-					a[g][0] = _mm256_fmadd_pd(p, v0, a[g][0]);
-					a[g][1] = _mm256_fmadd_pd(p, v1, a[g][1]);
+					a[g][l] = _mm256_fmadd_ps(vj, _mm256_set1_ps(s[g * Ls + i]), a[g][l]);
 				}
 			}
 		}
 		__m256i m = lanes8(hd - d >= 8 ? 0 : hd - d);
 		for (int g = 0; g < gb; g++) {
-			__m256 o = _mm256_set_m128(_mm256_cvtpd_ps(a[g][1]), _mm256_cvtpd_ps(a[g][0]));
+			__m256 *x = a[g], o;
+			if (!vtiny) {
+				for (int l = 0; l < 8; l++) {
+					x[l] = _mm256_add_ps(x[l], x[16 + l]);
+					x[8 + l] = _mm256_add_ps(x[8 + l], x[24 + l]);
+					x[l] = _mm256_add_ps(x[l], x[8 + l]);
+				}
+			}
+			__m256 t0 = _mm256_add_ps(x[0], x[4]), t1 = _mm256_add_ps(x[1], x[5]);
+			__m256 t2 = _mm256_add_ps(x[2], x[6]), t3 = _mm256_add_ps(x[3], x[7]);
+			if (vtiny) {
+				o = _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3));
+			} else {
+				o = _mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3));
+			}
 			_mm256_maskstore_ps(out + g * hd + d, m, o);
 		}
 	}
@@ -235,7 +287,7 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
                      float *scores, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
-                     float scale, float softcap, int h0, int h1) {
+                     int prefill, float scale, float softcap, int h0, int h1) {
 	(void)level;
 	if (headDim <= 0 || headDim > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0 || nruns <= 0) {
 		return; // the Go caller checks; this only guards the stack arrays
@@ -250,7 +302,7 @@ void glint_attention(int level, const float *q, const void *k, const void *v, in
 		gb = gb > MAXG ? MAXG : gb;
 		size_t qo = (size_t)h * headDim;
 		attn_group(q + qo, (const char *)k + (size_t)kvh * headDim * ke, (const char *)v + (size_t)kvh * headDim * ve,
-		           kf16, vf16, out + qo, scores, runs, nruns, base, kvCols, headDim, scale, softcap, gb);
+		           kf16, vf16, out + qo, scores, runs, nruns, base, kvCols, headDim, prefill, scale, softcap, gb);
 		h += gb;
 	}
 }
@@ -299,16 +351,6 @@ INLINE A5 __m512 load16c(const void *c, int half, size_t i) {
 		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)c + i)));
 	}
 	return _mm512_loadu_ps((const float *)c + i);
-}
-
-// at1 is one cache value (f16 where half) as a float.
-INLINE A5 float at1(const void *c, int half, size_t i) {
-	return half ? _cvtsh_ss(((const uint16_t *)c)[i]) : ((const float *)c)[i];
-}
-
-// fma1 is one fused multiply-add (fmaf in flavor.go's Go).
-INLINE A5 float fma1(float a, float b, float c) {
-	return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
 // fold_reduce folds vec_dot's four accumulators (0+2, 1+3, 0+1) and reduces

@@ -195,20 +195,45 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 	b.pool.run()
 }
 
-// siluMulRange uses the C kernel (ops.c) at any SIMD level; it performs
-// siluMulGo's float operations in the same order, so the bits agree.
+// siluMulRange computes elements lo…hi-1 of SiLUMul as ggml_vec_silu_f32
+// does in the llama.cpp build glint follows (flavor.go), followed by the
+// product with up.
 func siluMulRange(t *task, lo, hi int) {
 	if ggml512 {
-		siluMul512(t, lo, hi)
+		siluMulRows(t, lo, hi, 16, siluMul16)
 		return
 	}
+	siluMulRows(t, lo, hi, 8, siluMul8)
+}
 
-	if t.simd > simdOff {
+// siluMulRows is elements lo…hi-1 of t's rows of t.k as
+// ggml_vec_silu_f32 of a build whose vectors hold width floats computes
+// them, then × up: vec (its ggml_v_silu) over each row's first
+// width·⌊cols/width⌋ elements, ggml_silu_f32 with libm's expf over the
+// rest.
+func siluMulRows(t *task, lo, hi, width int, vec func(l simdLevel, d, g, u []float32)) {
+	cols := t.k
+	for lo < hi {
+		rowEnd := (lo/cols + 1) * cols
+		if vecEnd := min(hi, rowEnd-cols%width); lo < vecEnd {
+			vec(t.simd, t.dst[lo:vecEnd], t.x[lo:vecEnd], t.y[lo:vecEnd])
+			lo = vecEnd
+		}
+		for ; lo < min(hi, rowEnd); lo++ {
+			x := t.x[lo]
+			t.dst[lo] = x / (1 + ggmlmath.Expf(-x)) * t.y[lo]
+		}
+	}
+}
 
-		simdSiLUMul(t.simd, t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
+// siluMul8 is ggml's AVX2 ggml_v_silu followed by the product with up: the
+// C kernel at a SIMD level (ops.c, the same operations), else siluMulGo.
+func siluMul8(l simdLevel, d, g, u []float32) {
+	if l > simdOff {
+		simdSiLUMul(l, d, g, u)
 		return
 	}
-	siluMulGo(t.dst[lo:hi], t.x[lo:hi], t.y[lo:hi])
+	siluMulGo(d, g, u)
 }
 
 // siluMulGo is ggml's silu (x/(1+e^−x), with its vectorised exp) followed by

@@ -16,12 +16,14 @@ void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t 
 // of cell indices, increasing, that the row sees; base is the start of the
 // row's range, from which a cell's lane in the float sums counts. The K and
 // V caches have rows of kvHeads·headDim elements, F16 where kf16/vf16 is
-// set, else F32; head h reads kv head h/(heads/kvHeads). A score is the
-// dot product rounded to float, soft-capped when softcap > 0, then scaled.
-// scores is scratch for 4·(last b − base) floats.
+// set, else F32; head h reads kv head h/(heads/kvHeads). prefill is set in
+// a batch of more than one row. The arithmetic is ggml's AVX2 build's
+// (attentionHeads in attention.go); a score is the dot product rounded to
+// float, soft-capped when softcap > 0, then scaled. scores is scratch for
+// 4·roundup8(last b − base) floats.
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
                      float *scores, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
-                     float scale, float softcap, int h0, int h1);
+                     int prefill, float scale, float softcap, int h0, int h1);
 
 // The kernels of ggml's AVX-512 arithmetic (flavor.go), for hosts with
 // AVX-512 at every kernel level: glint_silu_mul512 is glint_silu_mul with

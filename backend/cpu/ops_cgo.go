@@ -44,11 +44,15 @@ func simdAttention(t *task, scores []float32, row, h0, h1 int, runs []int32) {
 	if t.vh != nil {
 		v, vf16 = unsafe.Pointer(&t.vh[0]), 1
 	}
+	prefill := 0
+	if t.n > 1 {
+		prefill = 1
+	}
 	qo := row * t.qStride
 	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[qo])), k, v, C.int(kf16), C.int(vf16),
 		(*C.float)(unsafe.Pointer(&t.dst[qo])), (*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads),
 		C.int(t.kvHeads), C.int(t.headDim), (*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2),
-		C.int(t.rows[4*row+2]), C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
+		C.int(t.rows[4*row+2]), C.int(prefill), C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
 
 // simdSiLUMul512 is siluMul512's expf512 part (every element of d) in C.

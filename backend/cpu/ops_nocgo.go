@@ -13,8 +13,7 @@ const attnScoreRows = 1
 
 func simdAttention(*task, []float32, int, int, int, []int32) { panic("cpu: SIMD attention not built") }
 
-// ggml512 is never set without cgo (hostSIMD is off), so these are not
-// reached.
+// Without cgo hostSIMD is off, so simd512 never lets these run.
 func simdSiLUMul512(d, g, u []float32) { panic("cpu: SIMD SiLU not built") }
 
 func simdAttention512(*task, []float32, int, int, int, []int32) {

@@ -161,18 +161,20 @@ func runSiLUMul(t *testing.T, l simdLevel, g, u []float32) []float32 {
 // F16 caches against float64 arithmetic with the f16 rounding points, and
 // requires every level's bits to equal the portable path's. Head sizes
 // cover a masked last register (24, 40, 36), the largest the C kernel
-// holds (256) and one past it (264: the Go loop runs), with groups of 1, 3
-// and 8 query heads per kv head. Besides one sequence (the causal view
-// kvcache gives) the views hold several sequences interleaved, in regions
-// with holes and shuffled positions, shared cells, sliding windows, soft
-// capping and rows that see nothing. Items are handed over in chunks of 5
-// that cut through groups and rows, as the pool never does at a SIMD
-// level but may at another grain.
+// holds (256) and one past it (264: the Go loop runs), sizes that leave
+// vec_dot a remainder not a multiple of 4 and that sgemm declines (30, 9),
+// with groups of 1, 3 and 8 query heads per kv head. Besides one sequence
+// (the causal view kvcache gives) the views hold several sequences
+// interleaved, in regions with holes and shuffled positions, shared cells,
+// sliding windows, soft capping and rows that see nothing. Items are
+// handed over in chunks of 5 that cut through groups and rows, as the pool
+// never does at a SIMD level but may at another grain.
 //
 // Tolerance 1e-5·Σ_j p_j·|v_j|: float32 scores (error ≲ 2⁻²⁴·√d·Σ|q·k|,
-// through exp); over an F16 V the reference rounds its float64 p to f16
-// while the kernel rounds its float32 p, which can round one probability
-// the other way, so 2⁻¹⁰·max_j p_j·|v_j| more is allowed there.
+// through exp) and float32 sums over V; over an F16 V the reference rounds
+// its float64 p to f16 while the kernel rounds its float32 p, which can
+// round one probability the other way, so 2⁻¹⁰·max_j p_j·|v_j| more is
+// allowed there.
 func TestAttentionSIMD(t *testing.T) { eachFlavor(t, testAttentionSIMD) }
 
 func testAttentionSIMD(t *testing.T) {
@@ -191,6 +193,8 @@ func testAttentionSIMD(t *testing.T) {
 		{"prefill", backendtest.Causal(5, 30), 8, 1, 40, 0, 0}, {"prefill", backendtest.Causal(3, 2), 4, 2, 256, 0, 0},
 		{"prefill", backendtest.Causal(3, 2), 4, 2, 264, 0, 0}, {"prefill", backendtest.Causal(2, 0), 2, 1, 8, 0, 0},
 		{"prefill", backendtest.Causal(4, 3), 6, 2, 36, 0, 0},
+		{"prefill", backendtest.Causal(6, 40), 4, 2, 30, 0, 0}, {"decode", backendtest.Causal(1, 70), 4, 2, 30, 0, 0},
+		{"prefill", backendtest.Causal(3, 1), 2, 1, 9, 0, 0},
 		{"window", backendtest.Causal(6, 60), 6, 2, 64, 17, 0}, {"window decode", backendtest.Causal(1, 90), 6, 2, 24, 33, 0},
 		{"soft cap", backendtest.Causal(5, 40), 6, 2, 64, 0, 3}, {"soft cap decode", backendtest.Causal(1, 90), 8, 1, 40, 0, 2},
 	}
@@ -246,7 +250,7 @@ func testAttentionSIMD(t *testing.T) {
 				sc := &b.scratch[0]
 				sc.scores = make([]float32, rows*(cells+15))
 				sc.runs, sc.runsRow = make([]int32, 0, cells+2), -1
-				sc.row, sc.acc = make([]float32, 2*c.headDim), make([]float64, c.headDim)
+				sc.row = make([]float32, 2*c.headDim)
 				tk := task{kind: kAttention, total: n * c.heads, dst: out, q: q, n: n,
 					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, rows: c.view.Rows,
 					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd}
@@ -410,17 +414,32 @@ func refAttentionF64(q, k, v []float32, n int, visible [][]int, heads, kvHeads, 
 	return want, mag, big
 }
 
-// eachFlavor runs test once per ggml arithmetic this host can run (see
-// flavor.go): the AVX2 one everywhere, the AVX-512 one where the CPU has
-// it, each checked at every kernel level.
+// eachFlavor runs test once per ggml arithmetic (see flavor.go), each
+// checked at every kernel level; without AVX-512 the AVX-512 one runs in
+// Go at every level.
 func eachFlavor(t *testing.T, test func(t *testing.T)) {
 	saved := ggml512
 	defer func() { ggml512 = saved }()
 	for _, f := range []bool{false, true} {
-		if f && hostSIMD < simdAVX512 {
-			continue
-		}
 		ggml512 = f
 		t.Run(map[bool]string{false: "avx2-flavour", true: "avx512-flavour"}[f], test)
+	}
+}
+
+// TestFlavour512 checks which GLINT_GGML_FLAVOR values select ggml's
+// AVX-512 arithmetic on hosts with and without AVX-512.
+func TestFlavour512(t *testing.T) {
+	cases := []struct {
+		env  string
+		host simdLevel
+		want bool
+	}{
+		{"", simdAVX2, false}, {"", simdAVX512, true}, {"", simdVBMI, true}, {"", simdOff, false},
+		{"avx2", simdAVX512, false}, {"avx512", simdAVX2, true}, {"avx512", simdOff, true},
+	}
+	for _, c := range cases {
+		if got := flavour512(c.env, c.host); got != c.want {
+			t.Errorf("GLINT_GGML_FLAVOR=%q on a %v host: AVX-512 arithmetic %v, want %v", c.env, c.host, got, c.want)
+		}
 	}
 }

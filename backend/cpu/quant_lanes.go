@@ -65,8 +65,9 @@ func dotKLanes(dt dtype.Type, a *acts, i, k int, w []byte) float32 {
 	return r
 }
 
-// hsum8 is ggml's hsum_float_8: the upper four lanes onto the lower, then
-// lanes 2 and 3 onto 0 and 1, then 1 onto 0.
+// hsum8 is ggml's hsum_float_8 (and, the same operations, tinyBLAS's hsum
+// of an __m256 and ggml_vec_soft_max_f32's block sum on AVX2): the upper
+// four lanes onto the lower, then lanes 2 and 3 onto 0 and 1, then 1 onto 0.
 func hsum8(v [8]float32) float32 {
 	r0, r1, r2, r3 := v[0]+v[4], v[1]+v[5], v[2]+v[6], v[3]+v[7]
 	return (r0 + r2) + (r1 + r3)

@@ -7,26 +7,47 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
-// attnLocal checks that the device has the attention kernels' local memory
-// for a head size (see attention.cl).
-func (b *Backend) attnLocal(op string, k *kern, headDim int) bool {
-	if !b.made(k) {
-		return false
+// attnLanes is how many V lanes per output a launch's exact arithmetic
+// takes (att_mode_of in attention.cl): the build's vector width, 16 on
+// AVX-512 (wide) else 8, in a prefill that llama.cpp's sgemm takes (every
+// head size on AVX-512, a multiple of 4 on AVX2), else vec_dot's four
+// vectors of it.
+func attnLanes(wide, prefill bool, headDim int) int {
+	w := 8
+	if wide {
+		w = 16
 	}
-	L := k.wg
-	if local := 4 * (headDim + attChunk + max(L, headDim) + L); int64(local) > b.info.LocalMem {
-		b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, local, b.info.LocalMem)
-		return false
+	if prefill && (wide || headDim%4 == 0) {
+		return w
 	}
-	return true
+	return 4 * w
 }
 
-// setAttnLocal sets the four local arrays lq, ls, lacc, red from argument i.
-func (b *Backend) setAttnLocal(k *kern, i, headDim int) {
+// attnLocal returns the most V lanes per output, a power of two up to
+// want, for which the device has the attention kernels' local memory for a
+// head size (see attention.cl); fewer than want are summed plainly, off
+// the CPU's bits. It reports and returns 0 when not even one fits.
+func (b *Backend) attnLocal(op string, k *kern, headDim, want int) int {
+	if !b.made(k) {
+		return 0
+	}
+	L := k.wg
+	for g := want; g >= 1; g /= 2 {
+		if local := 4 * (headDim + attChunk + g*headDim + L); int64(local) <= b.info.LocalMem {
+			return g
+		}
+	}
+	b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, 4*(2*headDim+attChunk+L), b.info.LocalMem)
+	return 0
+}
+
+// setAttnLocal sets the four local arrays lq, ls, lacc (g lanes) and red
+// from argument i.
+func (b *Backend) setAttnLocal(k *kern, i, headDim, g int) {
 	L := k.wg
 	b.argLocal(k, i, 4*headDim)
 	b.argLocal(k, i+1, 4*attChunk)
-	b.argLocal(k, i+2, 4*max(L, headDim))
+	b.argLocal(k, i+2, 4*g*headDim)
 	b.argLocal(k, i+3, 4*L)
 }
 
@@ -99,10 +120,11 @@ func (b *Backend) attnPartArgs(k *kern, i int, rt, ct *tensor, kv backend.KVView
 // attention_merge) of one query over the view [kv.Lo, kv.Hi) in parts
 // partitions. The statistics pass is what lets every partition round its
 // probabilities with the global maximum and sum, as the single pass does.
-func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv backend.KVView, a backend.Attn, parts int) {
+func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv backend.KVView, a backend.Attn, parts int, wide bool) {
 	heads, headDim := a.Heads, a.HeadDim
 	kp := b.attentionPart[kvIndex(kt)][kvIndex(vt)]
-	if !b.attnLocal(op, kp, headDim) {
+	g := b.attnLocal(op, kp, headDim, attnLanes(wide, false, headDim))
+	if g == 0 {
 		return
 	}
 	span := kv.Hi - kv.Lo
@@ -128,8 +150,9 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.argMem(ks, 1, qt.mem)
 	b.argMem(ks, 2, kt.mem)
 	i := b.attnPartArgs(ks, 3, rt, ct, kv, a, partLen)
-	b.argLocal(ks, i, 4*headDim)
-	b.argLocal(ks, i+1, 4*ks.wg)
+	b.argI32(ks, i, b01(wide))
+	b.argLocal(ks, i+1, 4*headDim)
+	b.argLocal(ks, i+2, 4*ks.wg)
 	b.launch(ks, 2, [3]int{ks.wg * heads, parts, 1}, [3]int{ks.wg, 1, 1})
 
 	b.argMem(kp, 0, b.attnScratch)
@@ -137,7 +160,9 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.argMem(kp, 2, kt.mem)
 	b.argMem(kp, 3, vt.mem)
 	i = b.attnPartArgs(kp, 4, rt, ct, kv, a, partLen)
-	b.setAttnLocal(kp, i, headDim)
+	b.argI32(kp, i, b01(wide))
+	b.argI32(kp, i+1, g)
+	b.setAttnLocal(kp, i+2, headDim, g)
 	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1})
 
 	b.argMem(km, 0, ot.mem)

@@ -162,6 +162,7 @@ func testNoAllocs(t *testing.T, dev *Backend) {
 		b.CopySlice(k, 3*dim, x, 0, dim)
 		b.Attention(y, x, k, v, 1, view, attn)
 		b.Add(x, x, y, 1)
+		b.SiLUMul(x, x, y, 1)
 		b.Argmax(ids, x, 1)
 		if err := b.ReadI32(ids, 0, tok); err != nil {
 			t.Fatal(err)

@@ -37,6 +37,8 @@ const (
 	mvfRoPE  = 8
 	mvfNeoX  = 16
 	mvfFreqs = 32
+	// SiLU in the AVX-512 build's arithmetic (Backend.lanes 16), else AVX2's.
+	mvfSiLU16 = 64
 	// per matrix
 	mfRoPE  = 1
 	mfStore = 2
@@ -269,6 +271,9 @@ func (b *Backend) holdSiLUMul(dst, gate, up *tensor) bool {
 		return false
 	}
 	c.flags |= mvfSiLU
+	if b.lanes == 16 {
+		c.flags |= mvfSiLU16
+	}
 	b.flush()
 	return true
 }

@@ -118,8 +118,7 @@ func newFusedStep(t *testing.T, b backend.Backend, seed uint64, dt, vt dtype.Typ
 // ops write (the caches included), and the step must take the fused launch
 // count: 4, 5 where V's weights are of another type. Both agree with the
 // CPU within 2⁻²⁰ of each value: bit for bit where the ops do (RMSNorm, the
-// quantised matmuls, Add), SiLU·mul and RoPE within a few ulps
-// (TestElementwise, TestRoPE).
+// quantised matmuls, Add, SiLU·mul), RoPE within a few ulps (TestRoPE).
 func TestFusedDecode(t *testing.T) { eachDevice(t, testFusedDecode) }
 
 func testFusedDecode(t *testing.T, dev *Backend) {

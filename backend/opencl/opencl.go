@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/kernels"
@@ -179,8 +180,8 @@ type Backend struct {
 	prog cl.Program // the device's, shared by its Backends
 	q    *cl.Queue
 
-	byType                                           map[dtype.Type]weightKernels
-	rmsNorm, softmax, argmax, siluMul, add, copyKern *kern
+	byType                                                        map[dtype.Type]weightKernels
+	rmsNorm, softmax, argmax, siluMul, siluMulRows, add, copyKern *kern
 	// copyF16 copies F16 elements; copyF32F16 rounds F32 to F16 (the
 	// append to an f16 KV cache).
 	copyF16, copyF32F16, copyF16F32 *kern
@@ -199,6 +200,11 @@ type Backend struct {
 
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
+
+	// lanes is the vector width, in floats, of the llama.cpp CPU build whose
+	// arithmetic attention and SiLU follow, as the CPU backend's do
+	// (cpu.Flavour): 16 for AVX-512, else 8.
+	lanes int
 
 	// chains[:nchains] are the ops held back to be fused (fuse.go); fuse,
 	// on by default, lets ops be held (tests turn it off to compare).
@@ -283,7 +289,10 @@ func open(d device, v variant) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, lanes: 8}
+	if cpu.Flavour() == "avx512" {
+		b.lanes = 16
+	}
 	if err := b.init(v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
@@ -314,7 +323,7 @@ func (b *Backend) init(cpu bool) error {
 		b.byType[wt.dt] = wk
 	}
 	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
-	b.siluMul, b.add, b.copyKern = mk("silu_mul"), mk("add"), mk("copy")
+	b.siluMul, b.siluMulRows, b.add, b.copyKern = mk("silu_mul"), mk("silu_mul_rows"), mk("add"), mk("copy")
 	b.copyF16, b.copyF32F16, b.copyF16F32 = mk("copy_f16"), mk("copy_f32_f16"), mk("copy_f16_f32")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
 	b.layerNorm, b.geluMul, b.addBias = mk("layer_norm"), mk("gelu_mul"), mk("add_bias")

@@ -58,6 +58,14 @@ func (b *Backend) argU64(k *kern, i int, v int) {
 	}
 }
 
+// b01 is an OpenCL C bool argument: 1 for true.
+func b01(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
 func (b *Backend) argF32(k *kern, i int, v float32) {
 	if err := k.k.SetF32(i, v); err != nil {
 		b.argErr(k, i, err)
@@ -291,18 +299,26 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	b.launch(k, 3, [3]int{roundUp(r.Dims/2, local), heads, n}, [3]int{local, 1, 1})
 }
 
-// elementwise validates and launches a kernel over n rows of same-shaped
-// F32 tensors (dst first), unless hold (for one row) ends the held chain
-// with it (fuse.go).
-func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tensor, hold func(d, a, c *tensor) bool) {
+// elemRows validates n rows of same-shaped F32 tensors (dst first) for an
+// elementwise op and returns them with the element count, or d nil when
+// there is nothing to launch: an error (recorded), no elements, or hold
+// (for one row) ended the held chain with the op (fuse.go).
+func (b *Backend) elemRows(op string, n int, dst, a, c backend.Tensor, hold func(d, a, c *tensor) bool) (d, at, ct *tensor, count int) {
 	if !b.beginHeld(op) {
-		return
+		return nil, nil, nil, 0
 	}
-	d, at, ct, count := b.rowsOf(op, n, dst, a, c)
+	d, at, ct, count = b.rowsOf(op, n, dst, a, c)
 	if d == nil || (n == 1 && hold(d, at, ct)) {
-		return
+		return nil, nil, nil, 0
 	}
 	b.flush()
+	return d, at, ct, count
+}
+
+// launchElems launches the elementwise kernel k over count elements of d,
+// at and ct (as elemRows returns them), passing the ints more after the
+// count.
+func (b *Backend) launchElems(k *kern, d, at, ct *tensor, count int, more ...int) {
 	if !b.made(k) {
 		return
 	}
@@ -310,17 +326,35 @@ func (b *Backend) elementwise(op string, k *kern, n int, dst, a, c backend.Tenso
 	b.argMem(k, 1, at.mem)
 	b.argMem(k, 2, ct.mem)
 	b.argI32(k, 3, count)
+	for j, v := range more {
+		b.argI32(k, 4+j, v)
+	}
 	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
 }
 
-// SiLUMul computes dst = silu(gate)·up.
+// SiLUMul computes dst = silu(gate)·up as the CPU backend does, with the
+// exp of the llama.cpp build it follows over each row's whole vectors of
+// its width (lanes), the C library's over the rest (elementwise.cl): rows
+// of whole vectors take silu_mul, which need not find where a row ends.
+// One row may join the held chain instead (fused.cl's mvf, which computes
+// the same).
 func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
-	b.elementwise("SiLUMul", b.siluMul, n, dst, gate, up, b.holdSiLUMul)
+	d, g, u, count := b.elemRows("SiLUMul", n, dst, gate, up, b.holdSiLUMul)
+	if d == nil {
+		return
+	}
+	if cols := count / n; cols%b.lanes != 0 {
+		b.launchElems(b.siluMulRows, d, g, u, count, b.lanes, cols)
+		return
+	}
+	b.launchElems(b.siluMul, d, g, u, count, b.lanes)
 }
 
 // Add computes dst = a + b.
 func (b *Backend) Add(dst, a, c backend.Tensor, n int) {
-	b.elementwise("Add", b.add, n, dst, a, c, b.holdAdd)
+	if d, at, ct, count := b.elemRows("Add", n, dst, a, c, b.holdAdd); d != nil {
+		b.launchElems(b.add, d, at, ct, count)
+	}
 }
 
 // copyElems queues the copy kernel over 4-byte elements.
@@ -453,12 +487,15 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		return
 	}
 	b.checkStatus = true
+	// The AVX-512 arithmetic is for K and V caches of one type (cpu.Flavour).
+	wide := b.lanes == 16 && kt.dt == vt.dt
 	if parts := b.attnPartitions(n, kv.Hi-kv.Lo, heads); parts > 1 {
-		b.attendSplit(op, ot, qt, kt, vt, rt, ct, kv, a, parts)
+		b.attendSplit(op, ot, qt, kt, vt, rt, ct, kv, a, parts, wide)
 		return
 	}
 	kk := b.attention[kvIndex(kt)][kvIndex(vt)]
-	if !b.attnLocal(op, kk, headDim) {
+	g := b.attnLocal(op, kk, headDim, attnLanes(wide, n > 1, headDim))
+	if g == 0 {
 		return
 	}
 	b.argMem(kk, 0, ot.mem)
@@ -471,7 +508,10 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	b.argI32(kk, i+2, headDim)
 	i = b.attnScoring(kk, i+3, a)
 	b.argMem(kk, i, b.status)
-	b.setAttnLocal(kk, i+1, headDim)
+	b.argI32(kk, i+1, b01(wide))
+	b.argI32(kk, i+2, b01(n > 1))
+	b.argI32(kk, i+3, g)
+	b.setAttnLocal(kk, i+4, headDim, g)
 	b.launch(kk, 2, [3]int{kk.wg * heads, n, 1}, [3]int{kk.wg, 1, 1})
 }
 

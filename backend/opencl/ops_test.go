@@ -472,31 +472,40 @@ func testRoPE(t *testing.T, dev *Backend) {
 func TestElementwise(t *testing.T) { eachDevice(t, testElementwise) }
 
 func testElementwise(t *testing.T, dev *Backend) {
-	f := newFixture(t, dev)
-	n, cols := 5, 131
-	av := f.rand((n+1)*cols, -8, 8)
-	// Gates where ggml's exp leaves its main range (|x·log2 e| > 126, > 192)
-	// or underflows, and zeros of both signs.
-	copy(av, []float32{-200, -140, -130, -100, -88, -87, 87, 88, 100, 130, 200, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30})
-	a := f.f32(av, n+1, cols)
-	b := f.f32(f.rand((n+1)*cols, -2, 2), n+1, cols)
-	dst := f.f32(nil, n+1, cols)
-	f.c.SiLUMul(dst.c, a.c, b.c, n)
-	f.o.SiLUMul(dst.o, a.o, b.o, n)
-	c, o := f.read(dst, (n+1)*cols)
-	// Both compute llama.cpp's float operations (its exp, a correctly
-	// rounded division), but the CPU's exp is the one of the llama.cpp build
-	// native to the host (backend/cpu/flavor.go): on an AVX-512 host ggml's
-	// AVX-512 variant, which differs from the AVX2 one OpenCL computes by an
-	// ulp, and libm's for a row's last cols%16 elements. Three ulps cover
-	// that through the division and the product.
-	f.close("silu_mul", c, o, nil, 0x1p-22, 0x1p-126)
+	// Rows of whole vectors (silu_mul) and not (silu_mul_rows).
+	for _, cols := range []int{128, 131} {
+		f := newFixture(t, dev)
+		n := 5
+		av := f.rand((n+1)*cols, -8, 8)
+		// Gates where ggml's exp leaves its main range (|x·log2 e| > 126,
+		// > 192) or underflows, and zeros of both signs.
+		copy(av, []float32{-200, -140, -130, -100, -88, -87, 87, 88, 100, 130, 200, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30})
+		a := f.f32(av, n+1, cols)
+		b := f.f32(f.rand((n+1)*cols, -2, 2), n+1, cols)
+		dst := f.f32(nil, n+1, cols)
+		f.c.SiLUMul(dst.c, a.c, b.c, n)
+		f.o.SiLUMul(dst.o, a.o, b.o, n)
+		c, o := f.read(dst, (n+1)*cols)
+		// Both compute the float operations of the llama.cpp build the CPU
+		// backend follows (cpu.Flavour): its vectorised exp, a correctly
+		// rounded division, the same bits. A row's last cols%lanes elements
+		// take the C library's expf on the CPU and float64's exp rounded
+		// (or OpenCL's exp) here, which may differ by an ulp (three
+		// through the division and the product).
+		vec := cols - cols%f.o.lanes
+		for i := range n * cols {
+			if i%cols < vec && math.Float32bits(c[i]) != math.Float32bits(o[i]) {
+				t.Fatalf("silu_mul, %d columns: element %d: cpu %v, opencl %v: not the same bits", cols, i, c[i], o[i])
+			}
+		}
+		f.close("silu_mul", c, o, nil, 0x1p-22, 0x1p-126)
 
-	// Add in place, dst aliasing a: exact.
-	f.c.Add(a.c, a.c, b.c, n)
-	f.o.Add(a.o, a.o, b.o, n)
-	c, o = f.read(a, (n+1)*cols)
-	f.close("add", c, o, nil, 0, 0)
+		// Add in place, dst aliasing a: exact.
+		f.c.Add(a.c, a.c, b.c, n)
+		f.o.Add(a.o, a.o, b.o, n)
+		c, o = f.read(a, (n+1)*cols)
+		f.close("add", c, o, nil, 0, 0)
+	}
 }
 
 func TestCopy(t *testing.T) { eachDevice(t, testCopy) }
@@ -573,6 +582,92 @@ func testAttention(t *testing.T, dev *Backend) {
 			})
 		}
 	}
+}
+
+// TestAttentionBits requires the CPU backend's bits of OpenCL's attention
+// (attention.cl follows the same llama.cpp build's operations, see
+// cpu.Flavour): decode and prefill, every pair of cache types, head sizes
+// that take each path (vec_dot's remainder 9, 30, 36; tinyBLAS's scores
+// and V 16, 64, 80; 40, whose prefill V is tinyBLAS's but scores vec_dot's
+// on AVX2), ranges within one chunk of cells and across several, views of
+// several sequences and a window. Soft capping (OpenCL's tanh) and the
+// flash-decoding split are TestAttention's and TestAttentionSplit's.
+// Without fp64 the softmax sum is a float pair, which may round otherwise
+// (rarely): there the tolerance of TestAttention applies.
+func TestAttentionBits(t *testing.T) { eachDevice(t, testAttentionBits) }
+
+func testAttentionBits(t *testing.T, dev *Backend) {
+	views := []struct {
+		name   string
+		view   backendtest.View
+		window int
+	}{
+		{"decode1", backendtest.Causal(1, 0), 0}, {"decode41", backendtest.Causal(1, 40), 0},
+		{"decode270", backendtest.Causal(1, 269), 0}, {"prefill5", backendtest.Causal(5, 0), 0},
+		{"prefill7+30", backendtest.Causal(7, 30), 0}, {"prefill3+300", backendtest.Causal(3, 300), 0},
+		{"interleaved", interleaved(200, 3, 1, 0, 200), 0}, {"subrange", interleaved(300, 2, 0, 100, 300), 0},
+		{"window", backendtest.Causal(6, 90), 33},
+	}
+	shapes := []struct{ heads, kvHeads, hd int }{{4, 2, 9}, {4, 2, 30}, {6, 2, 36}, {4, 2, 40}, {4, 4, 16}, {4, 1, 64}, {3, 1, 80}}
+	types := []dtype.Type{dtype.F32, dtype.F16}
+	for _, s := range shapes {
+		for _, vw := range views {
+			for _, kt := range types {
+				for _, vt := range types {
+					name := fmt.Sprintf("h%d/kv%d/d%d/%s/K%v/V%v", s.heads, s.kvHeads, s.hd, vw.name, kt, vt)
+					t.Run(name, func(t *testing.T) {
+						f := newFixture(t, dev)
+						f.o.attnParts = 1
+						defer func() { f.o.attnParts = 0 }()
+						n, cells := vw.view.N(), vw.view.Hi
+						cols, kvCols := s.heads*s.hd, s.kvHeads*s.hd
+						q := f.f32(f.rand(n*cols, -3, 3), n, cols)
+						k := f.cache(kt, f.rand(cells*kvCols, -1, 1), cells, s.kvHeads, s.hd)
+						v := f.cache(vt, f.rand(cells*kvCols, -1, 1), cells, s.kvHeads, s.hd)
+						out := f.f32(nil, n, cols)
+						a := backend.Attn{Heads: s.heads, KVHeads: s.kvHeads, HeadDim: s.hd,
+							Scale: float32(1 / math.Sqrt(float64(s.hd))), Window: vw.window}
+						vc, vo := f.view(vw.view)
+						f.c.Attention(out.c, q.c, k.c, v.c, n, vc, a)
+						f.o.Attention(out.o, q.o, k.o, v.o, n, vo, a)
+						c, o := f.read(out, n*cols)
+						if !f.o.Info().FP64 {
+							f.close("attention", c, o, nil, 0, 4e-6)
+							return
+						}
+						bad := 0
+						for i := range c {
+							if math.Float32bits(c[i]) != math.Float32bits(o[i]) {
+								if bad++; bad <= 5 {
+									t.Errorf("out[%d]: cpu %g, opencl %g: the bits must agree", i, c[i], o[i])
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// cache allocates a cache tensor of type dt on both backends holding vals
+// (rounded to F16 as the cache append rounds them).
+func (f *fixture) cache(dt dtype.Type, vals []float32, shape ...int) both {
+	f.t.Helper()
+	src := f.f32(vals, len(vals))
+	c, err := f.c.Alloc(dt, shape...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := f.o.Alloc(dt, shape...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.c.CopySlice(c, 0, src.c, 0, len(vals))
+	f.o.CopySlice(o, 0, src.o, 0, len(vals))
+	b := both{c, o}
+	f.all = append(f.all, b)
+	return b
 }
 
 func TestSoftmaxArgmax(t *testing.T) { eachDevice(t, testSoftmaxArgmax) }

@@ -1,5 +1,5 @@
 // Package ggmlmath holds the scalar float32 math that llama.cpp's CPU build
-// computes with the C library (powf, cosf, sinf, tanhf) and the tables ggml
+// computes with the C library (powf, cosf, sinf, expf, tanhf) and the tables ggml
 // builds from it (the F16 GELU table), shared by every glint backend so that
 // each reproduces the same bits: glibc's float functions are not correctly
 // rounded, and a last-bit difference can round an activation the other way.

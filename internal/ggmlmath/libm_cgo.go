@@ -14,5 +14,8 @@ func CosSinf(x float32) (float32, float32) {
 	return float32(C.cosf(C.float(x))), float32(C.sinf(C.float(x)))
 }
 
+// Expf is the C library's expf, which ggml_silu_f32 calls.
+func Expf(x float32) float32 { return float32(C.expf(C.float(x))) }
+
 // Tanhf is the C library's tanhf.
 func Tanhf(x float32) float32 { return float32(C.tanhf(C.float(x))) }

@@ -16,5 +16,8 @@ func CosSinf(x float32) (float32, float32) {
 	return float32(math.Cos(float64(x))), float32(math.Sin(float64(x)))
 }
 
+// Expf is e^x rounded to float32.
+func Expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+
 // Tanhf is tanh of x rounded to float32.
 func Tanhf(x float32) float32 { return float32(math.Tanh(float64(x))) }
