@@ -155,8 +155,10 @@ type Backend interface {
 	// dot products; a score is soft-capped (Attn.SoftCap), then scaled; the
 	// softmax runs in float32 and normalises before V is weighted; over an
 	// F16 V each probability is rounded to f16 first. A cell the row does
-	// not see contributes nothing; a row that sees no cell gets zeros. n = 1
-	// is a decode step, n > 1 a batch (ggml's prefill arithmetic).
+	// not see contributes nothing; a row that sees no cell gets zeros. A row
+	// whose sequence has other rows in the call takes ggml's prefill
+	// arithmetic, a lone row of its sequence a decode step's, so that a
+	// row's bits do not depend on the other sequences batched with it.
 	Attention(out, q, k, v Tensor, n int, kv KVView, a Attn)
 	// Softmax normalises each of the first n rows of x in place.
 	Softmax(x Tensor, n int)

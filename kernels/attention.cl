@@ -127,8 +127,19 @@ typedef struct {
 	bool ktiny, exact;
 } att_mode;
 
+// att_batched reports whether row i's sequence has another of the n rows
+// (then the row takes the prefill arithmetic: a row's bits are those of its
+// sequence decoded alone, whatever shares its batch; cpu.task.prefill).
+inline bool att_batched(global const int* rows, int i, int n) {
+	int s = rows[4 * i + 1];
+	for (int j = 0; j < n; j++)
+		if (j != i && rows[4 * j + 1] == s)
+			return true;
+	return false;
+}
+
 // att_mode_of is the mode of a row of span cells: wide for AVX-512,
-// prefill in a batch of more than one row (where sgemm takes F16 K and
+// prefill for a row whose sequence has more rows in the batch (where sgemm takes F16 K and
 // AVX-512's F32 K of whole vectors, and V but for AVX2's head sizes not a
 // multiple of 4), G the lanes the host gave lacc, split for the
 // flash-decoding partitions (never exact).
@@ -137,8 +148,9 @@ inline att_mode att_mode_of(bool wide, bool prefill, bool khalf, int D, int G, i
 	m.W = wide ? 16 : 8;
 	m.ktiny = prefill && (wide ? D % 16 == 0 : khalf && D % 8 == 0);
 	bool vtiny = prefill && (wide || D % 4 == 0);
-	m.G = G;
-	m.exact = !split && G == (vtiny ? m.W : 4 * m.W);
+	int need = vtiny ? m.W : 4 * m.W;
+	m.exact = !split && G >= need;
+	m.G = m.exact ? need : G;
 	m.npv = m.exact && wide && !vtiny ? max(32, (span + 31) & ~31) & ~63 : INT_MAX;
 	return m;
 }
@@ -509,9 +521,9 @@ inline void att_part(global const int* rows, global const int* cells,
 		if (!att_row(rows, i, cells, window, Lo, Hi, status, &w, &lo, &hi))    \
 			hi = lo; /* sees nothing: zeros */                                 \
 		att_scoring sc = {scale, cap, capInv};                                 \
-		att_mode m = att_mode_of(wide, prefill, KHALF_##KT, D, G, hi - lo,     \
-				false);                                                        \
-		att_setup_##KT(q + ((ulong)i * heads + h) * D, D, G * D, lq, lacc);    \
+		bool pre = prefill && att_batched(rows, i, get_num_groups(1));         \
+		att_mode m = att_mode_of(wide, pre, KHALF_##KT, D, G, hi - lo, false); \
+		att_setup_##KT(q + ((ulong)i * heads + h) * D, D, m.G * D, lq, lacc);  \
 		global const KV_##KT* kb = k + (ulong)kvh * D;                         \
 		global const KV_##VT* vb = v + (ulong)kvh * D;                         \
 		float M, inv;                                                          \

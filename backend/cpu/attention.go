@@ -68,6 +68,12 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	if n == 0 {
 		return
 	}
+	var seen, batched uint64
+	for i := range n {
+		bit := uint64(1) << uint(rows[4*i+1])
+		batched |= seen & bit
+		seen |= bit
+	}
 	// The C kernel scores up to attnScoreRows heads of one kv head at once.
 	simd, sRows := simdOff, 1
 	if b.simd > simdOff && simdAttentionOK(headDim) {
@@ -105,7 +111,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	}
 	*t = task{kind: kAttention, total: total, grain: grain, dst: o.f32, q: qt.f32, kc: kt.f32, vc: vt.f32,
 		n: n, heads: heads, kvHeads: kvHeads, headDim: headDim, qStride: cols, rows: rows, cells: ct.i32[:3*kv.Hi],
-		window: a.Window, scale: a.Scale, softCap: a.SoftCap, simd: simd}
+		window: a.Window, scale: a.Scale, softCap: a.SoftCap, simd: simd, batched: batched}
 	if kt.dt == dtype.F16 {
 		t.kh = halfs(kt)
 	}
@@ -236,7 +242,7 @@ func attentionHeads(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
 	L := int(runs[len(runs)-1]) - base // the view up to the last cell seen
 	j0 := (int(runs[0]) - base) &^ 7   // the block of the first
 	s := sc.scores[:(L+7)&^7]
-	prefill := t.n > 1
+	prefill := t.prefill(row)
 	for h := h0; h < h1; h++ {
 		kvOff := h / group * hd
 		qo := row*t.qStride + h*hd
@@ -389,6 +395,15 @@ func vColumn8(t *task, p []float32, runs []int32, base, col, kvCols int, tiny bo
 		}
 	}
 	return reduce8Fold(&s)
+}
+
+// prefill reports whether row takes llama.cpp's prefill arithmetic, which
+// it takes when its sequence has more than one row in this call: a row's
+// bits are then those of its sequence decoded alone (a decode step's row is
+// the same whatever other sequences share its batch), and with one
+// sequence this is llama.cpp's own rule (n > 1).
+func (t *task) prefill(row int) bool {
+	return t.batched>>uint(t.rows[4*row+1])&1 != 0
 }
 
 // cacheRow copies len(dst) cache values from element off of an F32 (f32)

@@ -165,7 +165,7 @@ func (b *Backend) attentionHeads512(t *task, sc *scratch, row, h0, h1 int, runs 
 	L := int(runs[len(runs)-1]) - base // the view up to the last cell seen
 	j0 := (int(runs[0]) - base) &^ 15  // the block of the first
 	s := sc.scores[:(L+15)&^15]
-	prefill := t.n > 1
+	prefill := t.prefill(row)
 	for h := h0; h < h1; h++ {
 		kvOff := h / group * hd
 		qo := row*t.qStride + h*hd

@@ -45,7 +45,7 @@ func simdAttention(t *task, scores []float32, row, h0, h1 int, runs []int32) {
 		v, vf16 = unsafe.Pointer(&t.vh[0]), 1
 	}
 	prefill := 0
-	if t.n > 1 {
+	if t.prefill(row) {
 		prefill = 1
 	}
 	qo := row * t.qStride
@@ -73,7 +73,7 @@ func simdAttention512(t *task, scores []float32, row, h0, h1 int, runs []int32) 
 		k, v, half = unsafe.Pointer(&t.kh[0]), unsafe.Pointer(&t.vh[0]), 1
 	}
 	prefill := 0
-	if t.n > 1 {
+	if t.prefill(row) {
 		prefill = 1
 	}
 	base, hi := int(t.rows[4*row+2]), int(t.rows[4*row+3])

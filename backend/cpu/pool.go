@@ -55,6 +55,7 @@ type task struct {
 	kh, vh                           []uint16 // F16 caches (kc, vc are then nil)
 	heads, kvHeads, headDim, qStride int
 	rows, cells                      []int32
+	batched                          uint64 // the sequences with more than one row
 	window                           int
 	scale, softCap                   float32
 }

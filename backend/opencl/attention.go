@@ -8,19 +8,14 @@ import (
 )
 
 // attnLanes is how many V lanes per output a launch's exact arithmetic
-// takes (att_mode_of in attention.cl): the build's vector width, 16 on
-// AVX-512 (wide) else 8, in a prefill that llama.cpp's sgemm takes (every
-// head size on AVX-512, a multiple of 4 on AVX2), else vec_dot's four
-// vectors of it.
-func attnLanes(wide, prefill bool, headDim int) int {
-	w := 8
+// takes at most (att_mode_of in attention.cl): vec_dot's four vectors of
+// the build's width, 16 on AVX-512 (wide) else 8. A prefill row that
+// llama.cpp's sgemm takes uses one vector of them.
+func attnLanes(wide bool) int {
 	if wide {
-		w = 16
+		return 4 * 16
 	}
-	if prefill && (wide || headDim%4 == 0) {
-		return w
-	}
-	return 4 * w
+	return 4 * 8
 }
 
 // attnLocal returns the most V lanes per output, a power of two up to
@@ -123,7 +118,7 @@ func (b *Backend) attnPartArgs(k *kern, i int, rt, ct *tensor, kv backend.KVView
 func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv backend.KVView, a backend.Attn, parts int, wide bool) {
 	heads, headDim := a.Heads, a.HeadDim
 	kp := b.attentionPart[kvIndex(kt)][kvIndex(vt)]
-	g := b.attnLocal(op, kp, headDim, attnLanes(wide, false, headDim))
+	g := b.attnLocal(op, kp, headDim, attnLanes(wide))
 	if g == 0 {
 		return
 	}

@@ -494,7 +494,9 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		return
 	}
 	kk := b.attention[kvIndex(kt)][kvIndex(vt)]
-	g := b.attnLocal(op, kk, headDim, attnLanes(wide, n > 1, headDim))
+	// A batch's rows may take either arithmetic (att_batched): lacc has
+	// room for the larger, a decode row's.
+	g := b.attnLocal(op, kk, headDim, attnLanes(wide))
 	if g == 0 {
 		return
 	}
