@@ -145,6 +145,10 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	// them.
 	thetaScale := ggmlmath.Powf(r.Theta, float32(-2)/float32(r.Dims))
 	cols := heads * headDim
+	if b.simd > simdOff {
+		simdRoPE(xt.f32, n, cols, heads, headDim, pt.i32[:n], r.Dims, thetaScale, freqs, freqScale, mscale, r.NeoX, cs)
+		return
+	}
 	for tok, p := range pt.i32[:n] {
 		theta := float32(p)
 		for i := range half {

@@ -36,3 +36,13 @@ void glint_silu_mul512(const float *g, const float *u, float *d, size_t n);
 void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores, int heads,
                         int kvHeads, int hd, const int32_t *runs, int nruns, int base, int nkv, int prefill,
                         float scale, float softcap, int h0, int h1);
+
+// glint_rope rotates the first dims elements of each of the heads heads
+// (headDim apart) of n rows of x (cols apart), row t by position pos[t], as
+// the Backend's RoPE does (ops.go): pair i's angle is pos·thetaScaleⁱ (by
+// repeated multiplication), divided by freqs[i] when freqs is not NULL,
+// times freqScale; its cosf and sinf times mscale; the rotation two fused
+// multiply-adds of a rounded product. NeoX pairs element i with i+dims/2,
+// else 2i with 2i+1. cs is scratch for dims floats.
+void glint_rope(float *x, int n, int cols, int heads, int headDim, const int32_t *pos, int dims, float thetaScale,
+                const float *freqs, float freqScale, float mscale, int neox, float *cs);

@@ -84,3 +84,25 @@ func simdAttention512(t *task, scores []float32, row, h0, h1 int, runs []int32) 
 		(*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2), C.int(base), C.int(nkv), C.int(prefill),
 		C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
+
+// simdRoPE rotates n rows of x as RoPE's Go loop does (see glint_rope);
+// cs is scratch for dims floats.
+func simdRoPE(x []float32, n, cols, heads, headDim int, pos []int32, dims int, thetaScale float32, freqs []float32,
+	freqScale, mscale float32, neox bool, cs []float32) {
+	if n == 0 {
+		return
+	}
+	_, _, _ = x[n*cols-1], pos[n-1], cs[dims-1]
+	var fp *C.float
+	if freqs != nil {
+		_ = freqs[dims/2-1]
+		fp = (*C.float)(unsafe.Pointer(&freqs[0]))
+	}
+	nx := 0
+	if neox {
+		nx = 1
+	}
+	C.glint_rope((*C.float)(unsafe.Pointer(&x[0])), C.int(n), C.int(cols), C.int(heads), C.int(headDim),
+		(*C.int32_t)(unsafe.Pointer(&pos[0])), C.int(dims), C.float(thetaScale), fp, C.float(freqScale),
+		C.float(mscale), C.int(nx), (*C.float)(unsafe.Pointer(&cs[0])))
+}

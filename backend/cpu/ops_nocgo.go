@@ -19,3 +19,7 @@ func simdSiLUMul512(d, g, u []float32) { panic("cpu: SIMD SiLU not built") }
 func simdAttention512(*task, []float32, int, int, int, []int32) {
 	panic("cpu: SIMD attention not built")
 }
+
+func simdRoPE([]float32, int, int, int, int, []int32, int, float32, []float32, float32, float32, bool, []float32) {
+	panic("cpu: SIMD RoPE not built")
+}

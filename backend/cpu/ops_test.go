@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/dtype"
 )
@@ -442,4 +443,93 @@ func TestFlavour512(t *testing.T) {
 			t.Errorf("GLINT_GGML_FLAVOR=%q on a %v host: AVX-512 arithmetic %v, want %v", c.env, c.host, got, c.want)
 		}
 	}
+}
+
+// TestRoPESIMD checks RoPE at every level against the portable path's bits
+// (the C kernel calls the same cosf and sinf and rounds its fused
+// multiply-adds once, as fmaf does), over the rotations models use: GGUF
+// and NeoX pairs, partial rotation, Llama 3's frequency divisors, linear
+// scaling and LongRoPE's factor, positions in any order and negative (a
+// K-shift), for one token and a prefill.
+func TestRoPESIMD(t *testing.T) {
+	type rc struct {
+		heads, headDim, dims int
+		theta                float32
+		freqs, neox          bool
+		freqScale, mscale    float32
+	}
+	var cases []rc
+	for _, neox := range []bool{false, true} {
+		for _, freqs := range []bool{false, true} {
+			cases = append(cases, rc{4, 64, 64, 500000, freqs, neox, 0, 0}, rc{3, 12, 8, 10000, freqs, neox, 0, 0},
+				rc{2, 16, 16, 1e6, freqs, neox, 0.125, 0}, rc{2, 16, 16, 10000, freqs, neox, 0, 1.1902381})
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range cases {
+		for _, n := range []int{1, 5, 130} {
+			cols := c.heads * c.headDim
+			x := make([]float32, n*cols)
+			for i := range x {
+				x[i] = 4*rng.Float32() - 2
+			}
+			pos := make([]int32, n)
+			for i := range pos {
+				pos[i] = int32(rng.IntN(140000) - 4000)
+			}
+			var fv []float32
+			if c.freqs {
+				fv = make([]float32, c.dims/2)
+				for i := range fv {
+					fv[i] = 1 + 7*rng.Float32()
+				}
+			}
+			var ref []float32
+			for _, l := range simdLevels() {
+				got := runRoPE(t, l, x, pos, fv, c.heads, c.headDim,
+					backend.Rope{Dims: c.dims, Theta: c.theta, NeoX: c.neox, FreqScale: c.freqScale, AttnFactor: c.mscale})
+				if ref == nil {
+					ref = got
+					continue
+				}
+				for j := range got {
+					if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
+						t.Fatalf("%v %+v n=%d: element %d is %v, the portable path gives %v: the bits must agree",
+							l, c, n, j, got[j], ref[j])
+					}
+				}
+			}
+		}
+	}
+}
+
+func runRoPE(t *testing.T, l simdLevel, x []float32, pos []int32, freqs []float32, heads, headDim int, r backend.Rope) []float32 {
+	t.Helper()
+	b := newAt(2, l)
+	defer b.Close()
+	n := len(pos)
+	xt, _ := b.Alloc(dtype.F32, n, heads*headDim)
+	pt, _ := b.Alloc(dtype.I32, n)
+	if err := b.WriteF32(xt, 0, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteI32(pt, 0, pos); err != nil {
+		t.Fatal(err)
+	}
+	if freqs != nil {
+		ft, _ := b.Alloc(dtype.F32, len(freqs))
+		if err := b.WriteF32(ft, 0, freqs); err != nil {
+			t.Fatal(err)
+		}
+		r.Freqs = ft
+	}
+	b.RoPE(xt, n, heads, headDim, pt, r)
+	got := make([]float32, len(x))
+	if err := b.ReadF32(xt, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
