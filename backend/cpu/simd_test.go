@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
@@ -161,7 +162,8 @@ func BenchmarkKernels(b *testing.B) {
 // 32 MiB of a large L3, so none is still cached (BenchmarkMatMul's single
 // weight mostly is). n > 1 is several sequences decoding together, whose
 // extra arithmetic per block the kernels must overlap with the memory
-// stream to cost little more than n = 1.
+// stream to cost little more than n = 1. cpu-ns/op is the thread's CPU
+// time (Linux), steadier than ns/op where other work shares the cores.
 func BenchmarkKernelsDRAM(b *testing.B) {
 	const m, k, total = 8192, 2048, 64 << 20
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -170,6 +172,8 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 		copies := total/len(raw) + 1
 		for _, n := range []int{1, 2, 4, 8} {
 			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", dt, m, k, n), func(b *testing.B) {
+				runtime.LockOSThread() // a one-thread backend runs on the caller's thread
+				defer runtime.UnlockOSThread()
 				be := newAt(1, defaultSIMD)
 				defer be.Close()
 				ws := make([]backend.Tensor, copies)
@@ -189,8 +193,12 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 				_ = be.WriteF32(x, 0, xs)
 				b.SetBytes(int64(len(raw)))
 				b.ResetTimer()
+				cpu0, ok := threadCPU()
 				for i := range b.N {
 					be.MatMulTransposed(dst, x, ws[i%copies], n)
+				}
+				if cpu1, ok1 := threadCPU(); ok && ok1 {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 				}
 				if err := be.Err(); err != nil {
 					b.Fatal(err)
