@@ -1026,17 +1026,21 @@ QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 // completes them (exact int32), and one fused multiply-add per token adds
 // them times dw·dx into its eight rows' float accumulators, block after
 // block: dotQ4_0Repacked, bit for bit. The unpacked nibbles and the scales
-// serve T ≤ 4 tokens.
-INLINE A2 void q4_rows8(int T, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
+// serve T ≤ 4 tokens. pf: this is the first tile of tokens over these rows,
+// which fetches the next eight.
+INLINE A2 void q4_rows8(int T, int pf, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
                         size_t rowBytes, float *dst, int m) {
 	const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
 	const size_t r1 = rowBytes, r3 = 3 * rowBytes;
 	__m256 acc[4];
 	for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
 	int nb = k / 32;
-	// Decode streams the weights: the next eight rows, contiguous, are fetched
-	// a few lines per block (they are eight short streams, which the hardware
-	// prefetchers pick up late).
+	// The weights stream from memory: the next eight rows, contiguous, are
+	// fetched a few lines per block (they are eight short streams, which the
+	// hardware prefetchers pick up late). Several tokens need it as much as
+	// one: without it their arithmetic and the memory stalls add up, which
+	// made 4 tokens cost 1.5× a prefetched 4 (one thread, weights from
+	// DRAM). A later tile of tokens finds the rows in L1 or L2.
 	const char *nx = (const char *)(w + 8 * r1);
 	const size_t pfl = (8 * r1 / 64 + (size_t)nb - 1) / (size_t)nb;
 	for (int b = 0; b < nb; b++) {
@@ -1044,7 +1048,7 @@ INLINE A2 void q4_rows8(int T, const int8_t *q, const float *xd, const int32_t *
 		// every address is a base plus a scaled index.
 		const uint8_t *p = w + (size_t)b * 18, *p4 = p + 4 * r1;
 		const uint8_t *row[8] = {p, p + r1, p + 2 * r1, p + r3, p4, p4 + r1, p4 + 2 * r1, p4 + r3};
-		if (T == 1) {
+		if (pf) {
 			for (size_t j = 0; j < pfl; j++) _mm_prefetch(nx + 64 * ((size_t)b * pfl + j), _MM_HINT_T0);
 		}
 		__m256i lo[4], hi[4];
@@ -1095,10 +1099,10 @@ static A2 void matmat_q4_r8_avx2(const int8_t *q, const float *xd, const int32_t
 			const int32_t *ct = xc + (size_t)t * nb;
 			float *d = dst + (size_t)t * m + o;
 			switch (T) {
-			case 1: q4_rows8(1, qt, dt, ct, k, wr, rowBytes, d, m); break;
-			case 2: q4_rows8(2, qt, dt, ct, k, wr, rowBytes, d, m); break;
-			case 3: q4_rows8(3, qt, dt, ct, k, wr, rowBytes, d, m); break;
-			default: q4_rows8(4, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			case 1: q4_rows8(1, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			case 2: q4_rows8(2, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			case 3: q4_rows8(3, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			default: q4_rows8(4, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
 			}
 		}
 	}
@@ -1260,10 +1264,11 @@ INLINE A2 __m256 lane_fma(float d, __m256i is, __m256 acc) {
 // whose m·s (s the Q8_1 block sum) goes by fmaf into a scalar added after
 // the reduction. With pairs (IQ4_NL decode: T = 1), even blocks go to one
 // set of lanes and odd ones to another, and an odd last block is added by
-// one scalar fmaf of its total, as ggml_vec_dot_iq4_nl_q8_0 does.
+// one scalar fmaf of its total, as ggml_vec_dot_iq4_nl_q8_0 does. pf: the
+// first tile of tokens over these rows, which fetches the rows 4 further on.
 #define QTILEX(name, attr, bdot, corr, bb, usec, mn)                                                          \
-	INLINE attr void name(int R, int T, int pairs, const int8_t *q, const float *xd, const float *xs, int k,  \
-	                      const uint8_t *w, size_t rowBytes, float *dst, int m) {                            \
+	INLINE attr void name(int R, int T, int pairs, int pf, const int8_t *q, const float *xd, const float *xs, \
+	                      int k, const uint8_t *w, size_t rowBytes, float *dst, int m) {                     \
 		__m256 acc[16], acc2[4];                                                                              \
 		float summs[16];                                                                                      \
 		for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps(), summs[i] = 0;                              \
@@ -1273,7 +1278,7 @@ INLINE A2 __m256 lane_fma(float d, __m256i is, __m256 acc) {
 			float dw[4], mw[4];                                                                               \
 			for (int r = 0; r < R; r++) {                                                                     \
 				const uint8_t *p = w + r * rowBytes + (size_t)b * bb;                                         \
-				if (T == 1) _mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);                      \
+				if (pf) _mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);                          \
 				dw[r] = f16tab[le16(p)];                                                                      \
 				mw[r] = mn ? f16tab[le16(p + 2)] : 0;                                                         \
 			}                                                                                                 \
@@ -1321,7 +1326,7 @@ QTILEX(tile_q8_0_avx2, A2, bdot_q8_0_avx2, q32_corr_avx2, 34, 0, 0)
 QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 
 #define CASEX(tile, R, T) \
-	case R * 8 + T: tile(R, T, pairs, qt, dt, st, k, wr, rowBytes, d, m); break;
+	case R * 8 + T: tile(R, T, pairs, t == 0, qt, dt, st, k, wr, rowBytes, d, m); break;
 #define CASESX(tile, R) CASEX(tile, R, 1) CASEX(tile, R, 2) CASEX(tile, R, 3) CASEX(tile, R, 4)
 
 // QMATMATX runs the QTILEX tiles over every row and token (xs may be NULL
@@ -1757,20 +1762,27 @@ INLINE A2 void iq4xs_lanes(int T, const int8_t *q, const float *xd, const int16_
 }
 
 // matmat_kq_avx2 runs the kernels above over every row for tiles of 4
-// tokens (ty: the type). Decode prefetches two rows ahead.
+// tokens (ty: the type). Rows go in blocks of about 16 KiB, every tile of
+// tokens over a block before the next, so that a block read once from
+// memory serves the further tiles from L1. The first tile prefetches two
+// rows ahead, for n > 1 as for decode: several tokens' arithmetic per block
+// leaves the memory stalls uncovered all the more.
 static A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
                               const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	int nb = k / 256;
-	size_t pf = n == 1 ? 2 * rowBytes : 0;
-	for (int t0 = 0; t0 < n; t0 += 4) {
-		int T = n - t0 < 4 ? n - t0 : 4;
-		const int8_t *qt = q + (size_t)t0 * k;
-		const float *dt = xd + (size_t)t0 * nb;
-		const int16_t *bt = bs + (size_t)t0 * (k / 16);
-		for (int o = lo; o < hi; o++) {
-			const uint8_t *wr = w + (size_t)o * rowBytes;
-			float *d = dst + (size_t)t0 * m + o;
-			switch (ty * 8 + T) {
+	int rb = rowBytes >= 16384 ? 1 : (int)(16384 / rowBytes);
+	for (int o0 = lo; o0 < hi; o0 += rb) {
+		int o1 = hi - o0 < rb ? hi : o0 + rb;
+		for (int t0 = 0; t0 < n; t0 += 4) {
+			int T = n - t0 < 4 ? n - t0 : 4;
+			const int8_t *qt = q + (size_t)t0 * k;
+			const float *dt = xd + (size_t)t0 * nb;
+			const int16_t *bt = bs + (size_t)t0 * (k / 16);
+			size_t pf = t0 == 0 ? 2 * rowBytes : 0;
+			for (int o = o0; o < o1; o++) {
+				const uint8_t *wr = w + (size_t)o * rowBytes;
+				float *d = dst + (size_t)t0 * m + o;
+				switch (ty * 8 + T) {
 #define KQ(T)                                                                                  \
 	case T_Q4_K * 8 + T: q4k_lanes(T, 0, qt, dt, bt, k, wr, pf, d, m); break;              \
 	case T_Q5_K * 8 + T: q4k_lanes(T, 1, qt, dt, bt, k, wr, pf, d, m); break;              \
@@ -1780,6 +1792,7 @@ static A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const in
 	case T_IQ4_XS * 8 + T: iq4xs_lanes(T, qt, dt, bt, k, wr, pf, d, m); break;
 				KQ(1) KQ(2) KQ(3) KQ(4)
 #undef KQ
+				}
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
@@ -151,6 +152,58 @@ func BenchmarkKernels(b *testing.B) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkKernelsDRAM times one thread's matmul of a decode-sized weight
+// (the FFN's 8192×2048) read from memory, as a decode reads every weight:
+// each iteration takes the next of several copies, together twice the
+// 32 MiB of a large L3, so none is still cached (BenchmarkMatMul's single
+// weight mostly is). n > 1 is several sequences decoding together, whose
+// extra arithmetic per block the kernels must overlap with the memory
+// stream to cost little more than n = 1. cpu-ns/op is the thread's CPU
+// time (Linux), steadier than ns/op where other work shares the cores.
+func BenchmarkKernelsDRAM(b *testing.B) {
+	const m, k, total = 8192, 2048, 64 << 20
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q6_K} {
+		raw := backendtest.RandomWeight(b, rng, dt, m, k)
+		copies := total/len(raw) + 1
+		for _, n := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", dt, m, k, n), func(b *testing.B) {
+				runtime.LockOSThread() // a one-thread backend runs on the caller's thread
+				defer runtime.UnlockOSThread()
+				be := newAt(1, defaultSIMD)
+				defer be.Close()
+				ws := make([]backend.Tensor, copies)
+				for i := range ws {
+					w, err := be.Weight("w", dt, []int{m, k}, raw)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ws[i] = w
+				}
+				xs := make([]float32, n*k)
+				for i := range xs {
+					xs[i] = 2*rng.Float32() - 1
+				}
+				x, _ := be.Alloc(dtype.F32, n, k)
+				dst, _ := be.Alloc(dtype.F32, n, m)
+				_ = be.WriteF32(x, 0, xs)
+				b.SetBytes(int64(len(raw)))
+				b.ResetTimer()
+				cpu0, ok := threadCPU()
+				for i := range b.N {
+					be.MatMulTransposed(dst, x, ws[i%copies], n)
+				}
+				if cpu1, ok1 := threadCPU(); ok && ok1 {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+				}
+				if err := be.Err(); err != nil {
+					b.Fatal(err)
+				}
+			})
 		}
 	}
 }
