@@ -99,15 +99,15 @@ func compile(d device, v variant) (*compiled, error) {
 const buildOptions = "-cl-std=CL1.2"
 
 // buildProgram builds src for d; cpu selects the kernels' CPU-device
-// variants (MM_WIDE_ACC in matmul.cl, MV_ROUNDED_X in weights.cl). Which
-// variants a device gets is decided by its type, but both build and run
-// anywhere, so that tests on a CPU device cover the GPU ones too. exactDiv, for a device that offers
+// variant (MV_ROUNDED_X in weights.cl). Which variant a device gets is
+// decided by its type, but both build and run anywhere, so that tests on a
+// CPU device cover the GPU ones too. exactDiv, for a device that offers
 // correctly rounded division, asks for it: the activation quantisers
 // (quant.cl) must divide exactly as the CPU does.
 func buildProgram(ctx cl.Context, d cl.Device, src string, cpu, exactDiv bool) (cl.Program, error) {
 	opts := buildOptions
 	if cpu {
-		opts += " -DMM_WIDE_ACC -DMV_ROUNDED_X"
+		opts += " -DMV_ROUNDED_X"
 	}
 	if exactDiv {
 		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
@@ -161,12 +161,15 @@ func (b *Backend) made(k *kern) bool {
 }
 
 // weightKernels are the per-type kernels of a weight format. For the block
-// formats mv, mm and mmc are quant.cl's integer kernels and quant rounds
-// their activations; plain types have no quant. F16 and BF16 have round,
-// which rounds their activations for mm and mmc, and for mv on a CPU device
-// (a GPU's mv rounds as it reads, see weights.cl).
+// formats mv and mmc are quant.cl's integer kernels and quant rounds their
+// activations; plain types have no quant. F16 and BF16 have round, which
+// rounds their activations for mmc and mmt, and for mv on a CPU device (a
+// GPU's mv rounds as it reads, see weights.cl).
 type weightKernels struct {
-	mv, mm, mmc, embedding, quant, round *kern
+	mv, mmc, embedding, quant, round *kern
+	// mmt is the tiled GEMM of a GPU's prompts (gemm.cl); mmtR8 is Q4_0's
+	// for matrices of rows a multiple of 8 (one accumulator per output).
+	mmt, mmtR8 *kern
 	// mvf is the block formats' fused decode matmul (fused.cl).
 	mvf *kern
 }
@@ -304,7 +307,10 @@ func (b *Backend) init(cpu bool) error {
 			q = "q"
 		}
 		sfx := q + "_" + wt.suffix
-		wk := weightKernels{mv: mk("mv" + sfx), mm: mk("mm" + sfx), mmc: mk("mmc" + sfx), embedding: mk("embedding_" + wt.suffix), quant: quant[wt.dt.ActivationType()]}
+		wk := weightKernels{mv: mk("mv" + sfx), mmc: mk("mmc" + sfx), mmt: mk("mmt_" + wt.suffix), embedding: mk("embedding_" + wt.suffix), quant: quant[wt.dt.ActivationType()]}
+		if wt.dt == dtype.Q4_0 {
+			wk.mmtR8 = mk("mmt_r8_q4_0")
+		}
 		if wt.dt == dtype.F16 || wt.dt == dtype.BF16 {
 			wk.round = mk("round_act_" + wt.suffix)
 		}
@@ -327,14 +333,11 @@ func (b *Backend) init(cpu bool) error {
 			b.attentionPart[ki][vi] = mk("attention_part_" + kn + "_" + vn)
 		}
 	}
-	mv, mm := b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mm
-	if cpu {
-		mm = b.byType[dtype.Q4_0].mmc
-	}
-	if !b.made(mv) || !b.made(mm) {
+	mv, mmc := b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mmc
+	if !b.made(mv) || !b.made(mmc) {
 		return b.err
 	}
-	b.mat = tune(cpu, b.info.ComputeUnits, mv, mm)
+	b.mat = tune(cpu, b.info.ComputeUnits, mv, mmc)
 	if b.status, err = b.ctx.NewBuffer(8); err != nil {
 		return err
 	}

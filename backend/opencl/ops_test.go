@@ -236,7 +236,7 @@ func otherVariant(t *testing.T, b *Backend) *Backend {
 
 // TestMatMulTransposed runs each weight type's matmul on the device's own
 // kernel variants and on the other device class's (mv with lanes per row
-// and mm's local-memory tiles where the device is a CPU).
+// and mmt's local-memory tiles where the device is a CPU).
 func TestMatMulTransposed(t *testing.T) { eachDevice(t, testMatMulTransposed) }
 
 func testMatMulTransposed(t *testing.T, dev *Backend) {
