@@ -90,8 +90,8 @@ func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool) (mmtShape, bool) {
 }
 
 // launchMMT queues mmt_T for the first n rows of x (set by xArgs) times
-// wᵀ into d.
-func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) int, in, out, n int) {
+// wᵀ into d; moved is its Stats.Moved.
+func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) int, in, out, n, moved int) {
 	const op = "MatMulTransposed"
 	// Q4_0's sum depends on the matrix (LK_q4_0 in quant.cl): a kernel each.
 	r8 := wt.dt == dtype.Q4_0 && out%8 == 0
@@ -118,5 +118,5 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 		b.argLocal(k, a+4+i, l)
 	}
 	groups := [3]int{(out + s.bm - 1) / s.bm * s.tx, (n + s.bn - 1) / s.bn * s.ty, 1}
-	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1})
+	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1}, moved)
 }

@@ -130,6 +130,15 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		}
 		xm = b.act.q
 	}
+	// What the matmul reads and writes (Stats.Moved): the weights, the
+	// activations as the kernel reads them (a block format's rounded quants
+	// and their scales) and the output.
+	xBytes := 4 * n * in
+	if wk.quant != nil {
+		at := wt.dt.ActivationType()
+		xBytes = n*in + 4*actFloats(at)*(n*in/at.BlockSize())
+	}
+	moved := wt.bytes + xBytes + 4*n*out
 	if n == 1 {
 		k := wk.mv
 		if !b.made(k) {
@@ -154,11 +163,11 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 			local = 4 * lanesRecord * rows * max(lanes, wt.dt.BlockSize()/mvUnit(wt.dt))
 		}
 		b.argLocal(k, a+4, local)
-		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1})
+		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
 		return
 	}
 	if !b.mat.cpu {
-		b.launchMMT(wk, wt, d, xArgs, in, out, n)
+		b.launchMMT(wk, wt, d, xArgs, in, out, n, moved)
 		return
 	}
 	k := wk.mmc
@@ -173,7 +182,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	b.argI32(k, a+1, in)
 	b.argI32(k, a+2, out)
 	b.argI32(k, a+3, n)
-	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1})
+	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1}, moved)
 }
 
 // lanesRecord must match LREC in quant.cl: the ints mvq_T keeps per unit.
@@ -238,7 +247,7 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 		b.argMem(qk, 0, x.mem)
 		b.argMem(qk, 1, a.q)
 		b.argI32(qk, 2, n*k)
-		b.launch(qk, 1, [3]int{roundUp(n*k, qk.wg), 1, 1}, [3]int{qk.wg, 1, 1})
+		b.launch(qk, 1, [3]int{roundUp(n*k, qk.wg), 1, 1}, [3]int{qk.wg, 1, 1}, 8*n*k)
 		if b.err != nil {
 			return false
 		}
@@ -256,12 +265,12 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 	b.argI32(qk, 3, k)
 	switch at {
 	case dtype.Q8_0, dtype.Q8_1:
-		b.launch(qk, 2, [3]int{roundUp(k/block, qk.wg), n, 1}, [3]int{qk.wg, 1, 1})
+		b.launch(qk, 2, [3]int{roundUp(k/block, qk.wg), n, 1}, [3]int{qk.wg, 1, 1}, 4*n*k+qBytes+dBytes)
 	case dtype.Q8_K:
 		L := min(qk.wg, block)
 		b.argLocal(qk, 4, 4*L)
 		b.argLocal(qk, 5, 4*L)
-		b.launch(qk, 2, [3]int{k / block * L, n, 1}, [3]int{L, 1, 1})
+		b.launch(qk, 2, [3]int{k / block * L, n, 1}, [3]int{L, 1, 1}, 4*n*k+qBytes+dBytes)
 	default:
 		b.shape(op, "no quantiser for activation type %v", at)
 		return false

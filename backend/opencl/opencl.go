@@ -34,10 +34,16 @@ type Options struct {
 	Device string
 }
 
-// Stats counts host↔device traffic and kernel launches.
+// Stats counts host↔device traffic, kernel launches and the device-memory
+// traffic of those launches.
 type Stats struct {
 	ToDevice, FromDevice int64 // bytes
 	Launches             int64
+	// Moved is the bytes the launched kernels read and write in device
+	// memory, each operand counted once per launch (weights, activations,
+	// the cache cells a view spans): the least traffic the work needs,
+	// which a GPU's memory bandwidth turns into a time floor.
+	Moved int64
 }
 
 // KernelTime is one kernel's accumulated device time while profiling.
@@ -221,6 +227,9 @@ type Backend struct {
 	act    actScratch
 	actVer uint64
 
+	// moved counts Stats.Moved.
+	moved int64
+
 	// status is the kernels' bad-input report (see common.cl); checked by
 	// Sync when an Embedding or Attention ran since the last check.
 	status      cl.Mem
@@ -363,13 +372,14 @@ func (b *Backend) Info() DeviceInfo { return b.info }
 func (b *Backend) Stats() Stats {
 	b.flush()
 	to, from, l := b.q.Counters()
-	return Stats{ToDevice: to, FromDevice: from, Launches: l}
+	return Stats{ToDevice: to, FromDevice: from, Launches: l, Moved: b.moved}
 }
 
 // ResetStats zeroes Stats and the kernel profile.
 func (b *Backend) ResetStats() {
 	b.flush()
 	b.q.ResetCounters()
+	b.moved = 0
 	b.profile = nil
 }
 
