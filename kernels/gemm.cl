@@ -51,12 +51,22 @@
 #define MMTF_TC 4
 
 // DOT4(a, b) is the integer dot product of the four signed bytes packed in
-// a and b.
+// a and b: one instruction where the host builds with DOT4_KHR (a device
+// with cl_khr_integer_dot_product), else four multiplies. Both are exact,
+// so both give the same bits. The builtin is declared here as well: a
+// compiler's header may declare it only under OpenCL C 3.0's feature macro
+// (__opencl_c_integer_dot_product_input_4x8bit_packed), which an OpenCL
+// C 1.2 build does not define.
+#ifdef DOT4_KHR
+int __attribute__((overloadable, const)) dot_4x8packed_ss_int(uint, uint);
+#define DOT4(a, b) dot_4x8packed_ss_int((uint)(a), (uint)(b))
+#else
 inline int dot4_portable(int a, int b) {
 	int4 p = convert_int4(as_char4(a)) * convert_int4(as_char4(b));
 	return (p.x + p.y) + (p.z + p.w);
 }
 #define DOT4(a, b) dot4_portable(a, b)
+#endif
 
 // lanes32 is the eight lane sums of one 32-element piece: w and x hold its
 // 32 weight and activation bytes.

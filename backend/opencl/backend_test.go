@@ -67,7 +67,7 @@ func TestBuildFailureLog(t *testing.T) { eachDevice(t, testBuildFailureLog) }
 func testBuildFailureLog(t *testing.T, dev *Backend) {
 	b := dev
 	bad := kernels.Source() + "\nkernel void broken(global float* x) { x[0] = undefined_name; }\n"
-	_, err := buildProgram(b.ctx, b.dev, bad, true, false)
+	_, err := buildProgram(b.ctx, b.dev, bad, b.v.options(b.info))
 	var ce *cl.Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("build of a broken source: got %v, want a *cl.Error", err)

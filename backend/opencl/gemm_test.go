@@ -14,14 +14,36 @@ import (
 // CPU's prefill order. The shapes cross tile edges in rows and tokens
 // (several tiles of each, partial last ones), take rows long enough for
 // several staged chunks, with a partial last chunk, and Q4_0 runs both of
-// its kinds (rows a multiple of 8 or not).
+// its kinds (rows a multiple of 8 or not). It runs on the portable build
+// and, where the device offers cl_khr_integer_dot_product, on the build
+// that takes it (DOT4 in gemm.cl): the vendor fast path's conformance test.
 func TestTiledGEMM(t *testing.T) { eachDevice(t, testTiledGEMM) }
 
 func testTiledGEMM(t *testing.T, dev *Backend) {
-	gpu := dev
-	if dev.mat.cpu {
-		gpu = otherVariant(t, dev)
+	for _, build := range []string{"portable", "intdot"} {
+		t.Run(build, func(t *testing.T) {
+			v := dev.v.portable()
+			v.cpu = false
+			if build == "intdot" {
+				if !dev.info.IntDot {
+					t.Skipf("%s does not offer cl_khr_integer_dot_product", dev.info.Name)
+				}
+				v.intDot = true
+			}
+			gpu, err := open(deviceOf(dev), v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gpu.Close()
+			if gpu.v != v {
+				t.Skipf("%s lists cl_khr_integer_dot_product, but its compiler refused the build that takes it (the portable build serves)", dev.info.Name)
+			}
+			tiledGEMM(t, gpu)
+		})
 	}
+}
+
+func tiledGEMM(t *testing.T, gpu *Backend) {
 	type shape struct{ rows, cols int }
 	for _, wt := range weightTypes {
 		cols := 256*3 + 32 // chunks of 256 and a partial one

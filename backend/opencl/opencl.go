@@ -10,7 +10,8 @@
 // calls, Sync and Close wait.
 //
 // A Backend is not safe for concurrent use. Its kernels need no OpenCL
-// extension; the program is built once per device per process.
+// extension, and take the vendor fast paths a device offers (see variant);
+// the program is built once per device per process.
 package opencl
 
 import (
@@ -54,20 +55,61 @@ type KernelTime struct {
 }
 
 // compiled is a device's context and program, shared by every Backend on
-// that device so that the program is built once per process.
+// that device so that the program is built once per process. v is the
+// variant built: the one asked for, less the vendor fast paths where the
+// device's compiler refused them.
 type compiled struct {
 	ctx  cl.Context
 	prog cl.Program
+	v    variant
 	err  error
 }
 
-// variant is how a program is built for a device (see buildProgram).
+// variant is how a program is built for a device (see options).
 type variant struct {
 	// cpu selects the kernels' CPU-device variants.
 	cpu bool
 	// approxDiv builds without -cl-fp32-correctly-rounded-divide-sqrt even
 	// where the device offers it, so that tests cover quant.cl's fallback.
 	approxDiv bool
+	// intDot takes cl_khr_integer_dot_product's packed 4×8-bit dot product
+	// for the integer sums (DOT4 in gemm.cl) where the device offers it.
+	intDot bool
+}
+
+// nativeVariant is the variant New builds for a device: its class's
+// kernels and every vendor fast path it offers.
+func nativeVariant(info DeviceInfo) variant {
+	return variant{cpu: info.Type == "CPU", intDot: info.IntDot}
+}
+
+// fastPaths reports whether v asks for a vendor fast path the device offers.
+func (v variant) fastPaths(info DeviceInfo) bool { return v.intDot && info.IntDot }
+
+// portable is v without vendor fast paths.
+func (v variant) portable() variant {
+	v.intDot = false
+	return v
+}
+
+// options are v's build options on a device described by info: the
+// CPU-device variant (MV_ROUNDED_X in weights.cl); correctly rounded
+// division where the device offers it, unless approxDiv (the activation
+// quantisers in quant.cl must divide exactly as the CPU does); the fast
+// paths the device offers. No fast-math: results follow the CPU backend's
+// to rounding.
+func (v variant) options(info DeviceInfo) string {
+	opts := "-cl-std=CL1.2"
+	if v.cpu {
+		opts += " -DMV_ROUNDED_X"
+	}
+	if info.CorrectDivide && !v.approxDiv {
+		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
+	}
+	if v.intDot && info.IntDot {
+		opts += " -DDOT4_KHR"
+	}
+	return opts
 }
 
 // programKey names a program: a device and a variant.
@@ -81,6 +123,9 @@ var programs struct {
 	m map[programKey]*compiled
 }
 
+// compile builds (or reuses) the program of variant v on d. Where the
+// device's compiler refuses a vendor fast path (an extension it lists but
+// does not declare in OpenCL C 1.2), the portable build serves instead.
 func compile(d device, v variant) (*compiled, error) {
 	programs.Lock()
 	defer programs.Unlock()
@@ -91,33 +136,21 @@ func compile(d device, v variant) (*compiled, error) {
 	if programs.m == nil {
 		programs.m = map[programKey]*compiled{}
 	}
-	c := &compiled{}
+	c := &compiled{v: v}
 	c.ctx, c.err = cl.NewContext(d.dev)
 	if c.err == nil {
-		c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), v.cpu, d.info.CorrectDivide && !v.approxDiv)
+		c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), v.options(d.info))
+		if c.err != nil && v.fastPaths(d.info) {
+			c.v = v.portable()
+			c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), c.v.options(d.info))
+		}
 	}
 	programs.m[key] = c
 	return c, c.err
 }
 
-// buildOptions keep IEEE semantics (no fast-math) so that results follow
-// the CPU backend's to rounding.
-const buildOptions = "-cl-std=CL1.2"
-
-// buildProgram builds src for d; cpu selects the kernels' CPU-device
-// variant (MV_ROUNDED_X in weights.cl). Which variant a device gets is
-// decided by its type, but both build and run anywhere, so that tests on a
-// CPU device cover the GPU ones too. exactDiv, for a device that offers
-// correctly rounded division, asks for it: the activation quantisers
-// (quant.cl) must divide exactly as the CPU does.
-func buildProgram(ctx cl.Context, d cl.Device, src string, cpu, exactDiv bool) (cl.Program, error) {
-	opts := buildOptions
-	if cpu {
-		opts += " -DMV_ROUNDED_X"
-	}
-	if exactDiv {
-		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
-	}
+// buildProgram builds src for d with the build options opts.
+func buildProgram(ctx cl.Context, d cl.Device, src, opts string) (cl.Program, error) {
 	p, err := ctx.Build(d, src, opts)
 	if err != nil {
 		return cl.Program{}, err
@@ -186,6 +219,7 @@ type Backend struct {
 	dev  cl.Device
 	ctx  cl.Context
 	prog cl.Program // the device's, shared by its Backends
+	v    variant    // the program's variant
 	q    *cl.Queue
 
 	byType                                           map[dtype.Type]weightKernels
@@ -285,7 +319,7 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(d, variant{cpu: d.info.Type == "CPU"})
+	return open(d, nativeVariant(d.info))
 }
 
 // open makes a Backend on d with the program variant v and, for v.cpu, the
@@ -295,7 +329,7 @@ func open(d device, v variant) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, v: c.v, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true}
 	if err := b.init(v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)

@@ -226,7 +226,9 @@ var matCols = map[dtype.Type]int{
 // when t ends.
 func otherVariant(t *testing.T, b *Backend) *Backend {
 	t.Helper()
-	b, err := open(deviceOf(b), variant{cpu: !b.mat.cpu})
+	v := b.v
+	v.cpu = !v.cpu
+	b, err := open(deviceOf(b), v)
 	if err != nil {
 		t.Fatal(err)
 	}
