@@ -60,14 +60,27 @@ func mmtLocal(dt dtype.Type, bm, bn int) []int {
 	}
 }
 
-// mmtPlan picks mmt_T's work-group for this device: 16×16 work-items where
-// the kernel and the local memory allow, else smaller tiles (ty and tx
-// halve in turn, tokens first). A GPU runs a 256-item group as eight warps
-// or four wavefronts, enough to hide local-memory latency, and a 64-token
-// tile reads and decodes each weight once per 64 tokens.
-func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool) (mmtShape, bool) {
+// mmtPlan picks mmt_T's work-group for n tokens on this device. Token
+// rows: the fewest ty of 1, 4 or 16 whose ty·TC tokens cover n (a few
+// shapes only: PoCL compiles a kernel for each work-group shape), so that a
+// few tokens (a batched decode step of several sequences, the output head
+// over a few logits rows) do not compute a 64-token tile of padding. Weight
+// rows: as many as keep the group at 256 work-items, at most 64 across. A
+// GPU runs a 256-item group as eight warps or four wavefronts, enough to
+// hide local-memory latency, and a 64-token tile reads and decodes each
+// weight once per 64 tokens. Where the kernel's work-group limit or the
+// local memory is smaller, ty and tx halve in turn (the larger first,
+// tokens on a tie).
+func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool, n int) (mmtShape, bool) {
 	tr := mmtRows(dt, r8)
-	tx, ty := 16, 16
+	ty := 16
+	switch {
+	case n <= mmtTC:
+		ty = 1
+	case n <= 4*mmtTC:
+		ty = 4
+	}
+	tx := min(256/ty, 64)
 	for {
 		s := mmtShape{tx: tx, ty: ty, bm: tx * tr, bn: ty * mmtTC}
 		s.local = mmtLocal(dt, s.bm, s.bn)
@@ -102,7 +115,7 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 	if !b.made(k) {
 		return
 	}
-	s, ok := b.mmtPlan(k, wt.dt, r8)
+	s, ok := b.mmtPlan(k, wt.dt, r8, n)
 	if !ok {
 		b.shape(op, "%v: no tile of the tiled GEMM fits the device's %d bytes of local memory", wt, b.info.LocalMem)
 		return

@@ -12,7 +12,8 @@ import (
 // bit for bit against the CPU backend for every weight type: the block
 // formats sum in ggml's order as the CPU does, the float weights in the
 // CPU's prefill order. The shapes cross tile edges in rows and tokens
-// (several tiles of each, partial last ones), take rows long enough for
+// (several tiles of each, partial last ones; 2, 9 and 70 tokens take one,
+// four and sixteen token rows of work-items), take rows long enough for
 // several staged chunks, with a partial last chunk, and Q4_0 runs both of
 // its kinds (rows a multiple of 8 or not). It runs on the portable build
 // and, where the device offers cl_khr_integer_dot_product, on the build
@@ -58,7 +59,7 @@ func tiledGEMM(t *testing.T, gpu *Backend) {
 			shapes = append(shapes, shape{72, cols})
 		}
 		for _, s := range shapes {
-			for _, n := range []int{2, 70} {
+			for _, n := range []int{2, 9, 70} {
 				t.Run(fmt.Sprintf("%v/%dx%d/n=%d", wt.dt, s.rows, s.cols, n), func(t *testing.T) {
 					f := newFixture(t, gpu)
 					w := f.weight(wt.dt, []int{s.rows, s.cols}, randomWeight(f.rng, wt.dt, s.rows, s.cols))
@@ -83,9 +84,10 @@ func tiledGEMM(t *testing.T, gpu *Backend) {
 	}
 }
 
-// TestTiledGEMMPlan checks the work-group choice: 16×16 where it fits,
-// fewer tokens per tile where the kernel's work-group limit or the local
-// memory is smaller, and no tile at all where not even one fits.
+// TestTiledGEMMPlan checks the work-group choice: 16×16 for a long prompt
+// where it fits, fewer token rows and more weight rows for a few tokens,
+// smaller tiles where the kernel's work-group limit or the local memory is
+// smaller (llvmpipe's 32 KiB), and no tile at all where not even one fits.
 func TestTiledGEMMPlan(t *testing.T) {
 	total := func(s mmtShape) (n int) {
 		for _, l := range s.local {
@@ -96,31 +98,38 @@ func TestTiledGEMMPlan(t *testing.T) {
 	cases := []struct {
 		dt       dtype.Type
 		r8       bool
+		n        int
 		max      int
 		local    int64
 		tx, ty   int
 		bm, bn   int
 		wantFits bool
 	}{
-		{dtype.Q4_0, true, 1024, 48 << 10, 16, 16, 64, 64, true},
-		{dtype.Q4_K, false, 1024, 48 << 10, 16, 16, 32, 64, true},
-		{dtype.F16, false, 1024, 48 << 10, 16, 16, 64, 64, true},
-		{dtype.Q4_0, true, 128, 48 << 10, 16, 8, 64, 32, true},
-		{dtype.Q4_0, true, 1024, 24 << 10, 8, 8, 32, 32, true},
-		{dtype.Q4_0, true, 1024, 1 << 10, 0, 0, 0, 0, false},
+		{dtype.Q4_0, true, 128, 1024, 48 << 10, 16, 16, 64, 64, true},
+		{dtype.Q4_K, false, 128, 1024, 48 << 10, 16, 16, 32, 64, true},
+		{dtype.F16, false, 128, 1024, 48 << 10, 16, 16, 64, 64, true},
+		{dtype.Q4_0, true, 128, 128, 48 << 10, 16, 8, 64, 32, true},
+		{dtype.Q4_0, true, 128, 1024, 24 << 10, 8, 8, 32, 32, true},
+		{dtype.Q4_0, true, 128, 1024, 1 << 10, 0, 0, 0, 0, false},
+		{dtype.Q4_K, false, 2, 1024, 48 << 10, 64, 1, 128, 4, true},
+		{dtype.Q4_0, true, 2, 1024, 48 << 10, 32, 1, 128, 4, true},
+		{dtype.Q4_K, false, 9, 1024, 48 << 10, 64, 4, 128, 16, true},
+		{dtype.Q4_K, false, 2, 1024, 32 << 10, 32, 1, 64, 4, true},
+		{dtype.F16, false, 64, 1024, 48 << 10, 16, 16, 64, 64, true},
+		{dtype.F16, false, 65, 1024, 48 << 10, 16, 16, 64, 64, true},
 	}
 	for _, c := range cases {
 		b := &Backend{info: DeviceInfo{LocalMem: c.local}}
-		s, ok := b.mmtPlan(&kern{max: c.max}, c.dt, c.r8)
+		s, ok := b.mmtPlan(&kern{max: c.max}, c.dt, c.r8, c.n)
 		if ok != c.wantFits {
-			t.Errorf("%v r8=%v max %d local %d: fits %v, want %v", c.dt, c.r8, c.max, c.local, ok, c.wantFits)
+			t.Errorf("%v r8=%v n=%d max %d local %d: fits %v, want %v", c.dt, c.r8, c.n, c.max, c.local, ok, c.wantFits)
 			continue
 		}
 		if !ok {
 			continue
 		}
 		if s.tx != c.tx || s.ty != c.ty || s.bm != c.bm || s.bn != c.bn || int64(total(s)) > c.local {
-			t.Errorf("%v r8=%v max %d local %d: %+v (%d bytes), want %d×%d items, %d×%d tile", c.dt, c.r8, c.max, c.local, s, total(s), c.tx, c.ty, c.bm, c.bn)
+			t.Errorf("%v r8=%v n=%d max %d local %d: %+v (%d bytes), want %d×%d items, %d×%d tile", c.dt, c.r8, c.n, c.max, c.local, s, total(s), c.tx, c.ty, c.bm, c.bn)
 		}
 	}
 }
