@@ -17,6 +17,8 @@ var (
 	matmul string
 	//go:embed quant.cl
 	quant string
+	//go:embed gemm.cl
+	gemm string
 	//go:embed norm.cl
 	norm string
 	//go:embed rope.cl
@@ -42,6 +44,7 @@ func Files() []File {
 		{"weights.cl", weights},
 		{"matmul.cl", matmul},
 		{"quant.cl", quant},
+		{"gemm.cl", gemm},
 		{"norm.cl", norm},
 		{"rope.cl", rope},
 		{"elementwise.cl", elementwise},

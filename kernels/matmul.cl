@@ -11,47 +11,18 @@
 // the device (S a power of two).
 // Launch: global (ceil(M/R)·R·S), local (R·S); red holds R·S floats.
 //
-// mm_T (several tokens) is bound by arithmetic: it tiles MM_BN tokens ×
-// L output rows per work-group. Each chunk of MM_KC columns of the token
-// tile is staged in local memory (coalesced loads, then read by every
-// work-item as a broadcast); each work-item dequantises its row's 16-element
-// groups once into registers and uses each for all MM_BN tokens, so w is
-// read and dequantised once per tile rather than once per token.
-// Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1); xs holds
-// MM_BN·MM_KC floats.
-//
-// mmc_T is mm_T for CPU devices: the same register tile, but x is read
-// straight from global memory (the token tile stays in the core's caches)
-// and there is no barrier. PoCL runs a work-group as a loop over its items
-// and must spill every value live across a barrier to memory, so mm_T's
-// accumulators would round-trip through memory at every chunk; mmc_T keeps
-// them in registers, about 2.5× faster there.
+// Several tokens on a GPU take the tiled GEMM (mmt_T, gemm.cl). On a CPU
+// device they take mmc_T: MM_BN tokens per work-item, which dequantises its
+// row's 16-element groups once into registers and uses each for all MM_BN
+// tokens, reading x straight from global memory (the token tile stays in
+// the core's caches), with no barrier: PoCL runs a work-group as a loop
+// over its items and must spill every value live across a barrier to
+// memory, so a local-memory tile's accumulators would round-trip through
+// memory at every chunk; registers are about 2.5× faster there. Each token
+// keeps a full-width float16 sum, one vector multiply-add per group.
 // Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1).
 
 #define MM_BN 16
-#define MM_KC 128
-
-// The per-token accumulators: a CPU device (MM_WIDE_ACC, set by the host)
-// has registers for MM_BN full-width float16 sums, so each group costs one
-// vector multiply-add per token; a GPU work-item keeps float4s to spare
-// registers (occupancy), folding each 16-lane product first.
-#ifdef MM_WIDE_ACC
-#define MM_ACC float16
-#define MM_FOLD(p) (p)
-#define MM_HSUM(a) hsum16(a)
-#else
-#define MM_ACC float4
-inline float4 mm_fold(float16 p) {
-	float8 q = p.lo + p.hi;
-	return q.lo + q.hi;
-}
-#define MM_FOLD(p) mm_fold(p)
-inline float mm_hsum(float4 a) {
-	float2 b = a.lo + a.hi;
-	return b.x + b.y;
-}
-#define MM_HSUM(a) mm_hsum(a)
-#endif
 
 #define DEFINE_MATMUL_KERNELS(T)                                               \
 	kernel void mv_##T(global const uchar* w, ulong rowBytes,                  \
@@ -79,44 +50,6 @@ inline float mm_hsum(float4 a) {
 		if (lane == 0 && o < M)                                                \
 			dst[o] = s;                                                        \
 	}                                                                          \
-	kernel void mm_##T(global const uchar* w, ulong rowBytes,                  \
-			global const float* x, global float* dst, int K, int M, int n,     \
-			local float* xs) {                                                 \
-		int lid = get_local_id(0), L = get_local_size(0);                      \
-		int o = get_global_id(0);                                              \
-		int i0 = get_group_id(1) * MM_BN;                                      \
-		int nt = min(MM_BN, n - i0);                                           \
-		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;         \
-		MM_ACC acc[MM_BN];                                                     \
-		for (int t = 0; t < MM_BN; t++)                                        \
-			acc[t] = 0.0f;                                                     \
-		int K16 = K & ~15;                                                     \
-		for (int k0 = 0; k0 < K16; k0 += MM_KC) {                              \
-			int kc = min(MM_KC, K16 - k0);                                     \
-			barrier(CLK_LOCAL_MEM_FENCE);                                      \
-			for (int e = lid; e < MM_BN * MM_KC; e += L) {                     \
-				int t = e / MM_KC, c = e - t * MM_KC;                          \
-				xs[e] = t < nt && c < kc ? x[(ulong)(i0 + t) * K + k0 + c]     \
-						: 0.0f;                                                \
-			}                                                                  \
-			barrier(CLK_LOCAL_MEM_FENCE);                                      \
-			for (int g = 0; g < kc / 16; g++) {                                \
-				float16 wv = deq16_##T(row, (k0 >> 4) + g);                    \
-				_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {            \
-					acc[t] += MM_FOLD(wv * vload16(0, xs + t * MM_KC + g * 16)); \
-				}                                                              \
-			}                                                                  \
-		}                                                                      \
-		if (o >= M)                                                            \
-			return;                                                            \
-		for (int t = 0; t < nt; t++) {                                         \
-			float s = MM_HSUM(acc[t]);                                         \
-			if (TAIL_##T)                                                      \
-				for (int k = K16; k < K; k++)                                  \
-					s += elem_##T(row, k) * x[(ulong)(i0 + t) * K + k];        \
-			dst[(ulong)(i0 + t) * M + o] = s;                                  \
-		}                                                                      \
-	}                                                                          \
 	kernel void mmc_##T(global const uchar* w, ulong rowBytes,                 \
 			global const float* x, global float* dst, int K, int M, int n) {   \
 		int o = get_global_id(0);                                              \
@@ -126,7 +59,7 @@ inline float mm_hsum(float4 a) {
 		int nt = min(MM_BN, n - i0);                                           \
 		global const uchar* row = w + (ulong)o * rowBytes;                     \
 		global const float* xb = x + (ulong)i0 * K;                            \
-		MM_ACC acc[MM_BN];                                                     \
+		float16 acc[MM_BN];                                                    \
 		for (int t = 0; t < MM_BN; t++)                                        \
 			acc[t] = 0.0f;                                                     \
 		int groups = K >> 4;                                                   \
@@ -134,17 +67,17 @@ inline float mm_hsum(float4 a) {
 			for (int g = 0; g < groups; g++) {                                 \
 				float16 wv = deq16_##T(row, g);                                \
 				_Pragma("unroll") for (int t = 0; t < MM_BN; t++)              \
-					acc[t] += MM_FOLD(wv * vload16(g, xb + (ulong)t * K));     \
+					acc[t] += wv * vload16(g, xb + (ulong)t * K);              \
 			}                                                                  \
 		} else {                                                               \
 			for (int g = 0; g < groups; g++) {                                 \
 				float16 wv = deq16_##T(row, g);                                \
 				for (int t = 0; t < nt; t++)                                   \
-					acc[t] += MM_FOLD(wv * vload16(g, xb + (ulong)t * K));     \
+					acc[t] += wv * vload16(g, xb + (ulong)t * K);              \
 			}                                                                  \
 		}                                                                      \
 		for (int t = 0; t < nt; t++) {                                         \
-			float s = MM_HSUM(acc[t]);                                         \
+			float s = hsum16(acc[t]);                                          \
 			if (TAIL_##T)                                                      \
 				for (int k = groups * 16; k < K; k++)                          \
 					s += elem_##T(row, k) * xb[(ulong)t * K + k];              \
@@ -206,7 +139,7 @@ DEFINE_EMBEDDING_KERNEL(iq4_nl)
 DEFINE_EMBEDDING_KERNEL(iq4_xs)
 
 // round_act_T writes x rounded to the activation type of T weights (XR_T)
-// to dst, count elements, so that mm_T and mmc_T, which read each
+// to dst, count elements, so that mmc_T and mmt_T, which read each
 // activation once per output row, read it rounded once. Launch: global count
 // rounded up to the local size.
 #define DEFINE_ROUND_ACT_KERNEL(T)                                             \

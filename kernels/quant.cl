@@ -663,77 +663,31 @@ inline wu_iq4_xs wload_iq4_xs(global const uchar* row, int u) {
 	return w;
 }
 
-// The kernels mirror matmul.cl's mv_T, mm_T and mmc_T (the same launch
-// shapes and work split), reading activations from xq/xd.
+// The kernels mirror matmul.cl's mv_T and mmc_T (the same launch shapes and
+// work split), reading activations from xq/xd; a GPU's prompts take
+// gemm.cl's mmt_T.
 //
 // mvq_T: R rows × S lanes per work-group.
 // Launch: global (ceil(M/R)·R·S), local (R·S); li holds
 // 16·R·max(S, UPB_T) ints (which is more than R·S float2s).
 //
-// mmq_T: MM_BN tokens × L rows per work-group; each chunk of MMQ_KC
-// activation columns (whole Q8_K blocks) of the token tile is staged in
-// local memory, quants as ints and scales as floats.
-// Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1); xs holds
-// MM_BN·MMQ_KC/4 ints, ds MM_BN·(MMQ_KC/ABLK_T)·XDN_T floats.
-//
-// mmcq_T: mmq_T for CPU devices, reading the token tile from global memory
-// (see mmc_T). Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1).
+// mmcq_T: MM_BN tokens per work-item, reading the token tile from global
+// memory (see mmc_T). Launch: global (roundUp(M, L), ceil(n/MM_BN)),
+// local (L, 1).
 
-#define MMQ_KC 256
 #define BW(T) (QU_##T * UPB_##T)
 
-// The operands of the block macros in mmq_T (the staged chunk in local
-// memory) and in mmcq_T (global memory): X(T, t, u) is the address of token
-// t's quants of unit u, XP(T, t) that of its block's activation floats.
-#define MMQ_LX(T, t, u) (xc + (t) * MMQ_KC + XOFF_##T(u) - k0)
-#define MMQ_LXP(T, t) (ds + ((t) * cb + xbk) * XDN_##T)
+// The operands of the block macro in mmcq_T: X(T, t, u) is the address of
+// token t's quants of unit u, XP(T, t) that of its block's activation
+// floats.
 #define MMQ_GX(T, t, u) (xb + (ulong)(t) * K + XOFF_##T(u))
 #define MMQ_GXP(T, t) (db + ((t) * nb + xbk) * XDN_##T)
 
-// The prefill kernels' loop over a row's blocks, shared by every type:
+// The prefill kernel's loop over a row's blocks, shared by every type:
 // BLOCK(T, b, tn, X, XP) accumulates block b for tokens t < tn (a constant
 // MM_BN lets the compiler unroll) into acc (ACC[MM_BN], set by INIT),
 // and VALUE(T, acc[t]) is token t's dot product.
 #define MMQ_KERNELS(T, ACC, INIT, BLOCK, VALUE)                                                \
-	kernel void mmq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
-			global const float* xd, global float* dst, int K, int M, int n, local int* xs,     \
-			local float* ds) {                                                                 \
-		int lid = get_local_id(0), L = get_local_size(0);                                      \
-		int o = get_global_id(0);                                                              \
-		int i0 = get_group_id(1) * MM_BN;                                                      \
-		int nt = min(MM_BN, n - i0);                                                           \
-		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \
-		local const char* xc = (local const char*)xs;                                          \
-		const int nb = K / ABLK_##T, cb = MMQ_KC / ABLK_##T, cf = cb * XDN_##T;                \
-		ACC acc[MM_BN];                                                                        \
-		for (int t = 0; t < MM_BN; t++)                                                        \
-			INIT(acc[t]);                                                                      \
-		for (int k0 = 0; k0 < K; k0 += MMQ_KC) {                                               \
-			int kc = min(MMQ_KC, K - k0);                                                      \
-			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-			for (int e = lid; e < MM_BN * MMQ_KC / 4; e += L) {                                \
-				int t = e / (MMQ_KC / 4), c = e - t * (MMQ_KC / 4);                            \
-				xs[e] = t < nt && 4 * c < kc                                                   \
-						? ((global const int*)(xq + (ulong)(i0 + t) * K + k0))[c]              \
-						: 0;                                                                   \
-			}                                                                                  \
-			for (int e = lid; e < MM_BN * cf; e += L) {                                        \
-				int t = e / cf, c = e - t * cf;                                                \
-				ds[e] = t < nt && c / XDN_##T * ABLK_##T < kc                                  \
-						? xd[((ulong)(i0 + t) * nb + k0 / ABLK_##T) * XDN_##T + c]             \
-						: 0.0f;                                                                \
-			}                                                                                  \
-			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-			for (int b = k0 / BW(T); b < (k0 + kc) / BW(T); b++) {                             \
-				int xbk = XBLK_##T(b * UPB_##T) - k0 / ABLK_##T;                               \
-				BLOCK(T, b, MM_BN, MMQ_LX, MMQ_LXP)                                            \
-			}                                                                                  \
-		}                                                                                      \
-		if (o >= M)                                                                            \
-			return;                                                                            \
-		for (int t = 0; t < nt; t++)                                                           \
-			dst[(ulong)(i0 + t) * M + o] = VALUE(T, acc[t]);                                   \
-	}                                                                                          \
 	kernel void mmcq_##T(global const uchar* w, ulong rowBytes, global const char* xq,         \
 			global const float* xd, global float* dst, int K, int M, int n) {                  \
 		int o = get_global_id(0);                                                              \

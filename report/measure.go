@@ -158,18 +158,21 @@ func Measure(j Job) (res Backend) {
 	if err := check(tm, err, "warm-up run"); err != nil {
 		return fail(StatusFailed, err)
 	}
+	var moved int64
 	for r := 0; r < j.Runs; r++ {
-		var before int64
+		var before opencl.Stats
 		tm, err := run(func() {
 			if counter != nil {
-				before = counter.Stats().Launches
+				before = counter.Stats()
 			}
 		})
 		if err := check(tm, err, fmt.Sprintf("run %d", r+1)); err != nil {
 			return fail(StatusFailed, err)
 		}
 		if counter != nil {
-			res.LaunchesPerRun = append(res.LaunchesPerRun, counter.Stats().Launches-before)
+			after := counter.Stats()
+			res.LaunchesPerRun = append(res.LaunchesPerRun, after.Launches-before.Launches)
+			moved += after.Moved - before.Moved
 		}
 		if r == 0 {
 			res.Generated = tm.Generated
@@ -188,6 +191,8 @@ func Measure(j Job) (res Backend) {
 		}
 		v := float64(sum) / float64(len(res.LaunchesPerRun)*(j.N-1))
 		res.LaunchesPerToken = &v
+		m := float64(moved) / float64(len(res.LaunchesPerRun)*(j.N-1))
+		res.DeviceBytesPerToken = &m
 	}
 
 	if prof != nil {

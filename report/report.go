@@ -89,6 +89,11 @@ type Backend struct {
 	// (after the first token); nil when the backend does not count them.
 	LaunchesPerRun   []int64  `json:"launches_per_run,omitempty"`
 	LaunchesPerToken *float64 `json:"launches_per_token,omitempty"`
+	// DeviceBytesPerToken is the device-memory bytes the decode phase's
+	// launches read and write per token, each kernel operand counted once
+	// (opencl.Stats.Moved): weights, activations, the KV cells attention
+	// spans. Divided by a GPU's bandwidth it is the floor of its TBT.
+	DeviceBytesPerToken *float64 `json:"device_bytes_per_token,omitempty"`
 
 	Profile *Profile `json:"profile,omitempty"`
 	Summary *Summary `json:"summary,omitempty"`

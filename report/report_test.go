@@ -17,6 +17,7 @@ import (
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/internal/shared"
+	"github.com/glint-llm/glint/model/gguf"
 	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/report"
 )
@@ -226,8 +227,14 @@ func TestReportEndToEnd(t *testing.T) {
 				if b.LaunchesPerToken == nil || *b.LaunchesPerToken < 1 || len(b.LaunchesPerRun) != runs {
 					t.Errorf("opencl launches %v per token, %v per run", b.LaunchesPerToken, b.LaunchesPerRun)
 				}
-			} else if b.LaunchesPerToken != nil {
-				t.Errorf("%s reports launches", b.Backend)
+				// A decode step multiplies by every matrix of the layers
+				// and the output head, and reads norms, an embedding row
+				// and KV cells besides: never less than the matrices.
+				if w := decodeWeightBytes(t, model); b.DeviceBytesPerToken == nil || *b.DeviceBytesPerToken < float64(w) {
+					t.Errorf("opencl moves %v bytes per token, want at least the %d bytes of the decode matrices", b.DeviceBytesPerToken, w)
+				}
+			} else if b.LaunchesPerToken != nil || b.DeviceBytesPerToken != nil {
+				t.Errorf("%s reports launches or device bytes", b.Backend)
 			}
 			if b.Profile == nil || b.Profile.Tokens != runs*(n-1) {
 				t.Fatalf("profile %+v, want one over %d tokens", b.Profile, runs*(n-1))
@@ -349,4 +356,33 @@ func TestWorkerRejectsBadJob(t *testing.T) {
 	if res.Status != report.StatusFailed || !strings.Contains(res.Reason, "at least 2") {
 		t.Errorf("N=1 job: %q %q", res.Status, res.Reason)
 	}
+}
+
+// decodeWeightBytes is the bytes of a GGUF file's matrices that every
+// decode step multiplies by: the layers' 2-D weights and the output head
+// (the embedding table where it is tied).
+func decodeWeightBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n, embd int64
+	tied := true
+	for _, ti := range f.Tensors {
+		switch {
+		case ti.Name == "token_embd.weight":
+			embd = ti.Size
+		case ti.Name == "output.weight":
+			tied = false
+			n += ti.Size
+		case strings.HasPrefix(ti.Name, "blk.") && len(ti.Dims) == 2:
+			n += ti.Size
+		}
+	}
+	if tied {
+		n += embd
+	}
+	return n
 }

@@ -55,14 +55,14 @@ func ms(v float64) string { return fmt.Sprintf("%.2f", v) }
 // skipped and failed ones with their reason in the status column.
 func WriteTable(w io.Writer, r *Report) error {
 	var sb strings.Builder
-	sb.WriteString("| backend | device | load ms | TTFT ms (median) | TBT ms median | TBT ms p90 | TBT ms min | tok/s | peak RSS MiB | launches/token | status |\n")
-	sb.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	sb.WriteString("| backend | device | load ms | TTFT ms (median) | TBT ms median | TBT ms p90 | TBT ms min | tok/s | peak RSS MiB | launches/token | device MB/token | status |\n")
+	sb.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, b := range r.Backends {
 		status := b.Status
 		if b.Reason != "" {
 			status += ": " + firstLine(b.Reason)
 		}
-		row := []string{b.Backend, cell(b.Device), "—", "—", "—", "—", "—", "—", "—", "—", cell(status)}
+		row := []string{b.Backend, cell(b.Device), "—", "—", "—", "—", "—", "—", "—", "—", "—", cell(status)}
 		if b.Status == StatusOK && b.Summary != nil {
 			s := b.Summary
 			row[2] = fmt.Sprintf("%.0f", float64(b.LoadUs)/1000)
@@ -75,6 +75,9 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		if b.LaunchesPerToken != nil {
 			row[9] = fmt.Sprintf("%.0f", *b.LaunchesPerToken)
+		}
+		if b.DeviceBytesPerToken != nil {
+			row[10] = fmt.Sprintf("%.1f", *b.DeviceBytesPerToken/1e6)
 		}
 		sb.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}

@@ -80,4 +80,4 @@ for t in $types; do
 	done
 	"$gen" parity -m "$m" --prompt-ids "$(ids 16)" -n 16 --backends cpu,opencl 2>&1 | tail -n 5 | tee "$out/$t-parity.txt"
 done
-echo "== done: $out (report.json per run: tbt, ttft, launches_per_token)"
+echo "== done: $out (report.json per run: tbt, ttft, launches_per_token, device_bytes_per_token)"

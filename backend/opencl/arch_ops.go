@@ -72,7 +72,7 @@ func (b *Backend) LayerNorm(dst, x, w, bias backend.Tensor, n int, eps float32) 
 	b.argI32(k, 5, cols)
 	b.argF32(k, 6, eps)
 	b.argLocal(k, 7, 8*k.wg) // doubles where the device has fp64 (norm.cl)
-	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1}, 4*(2*n*cols+(1+hasB)*cols))
 }
 
 // GELUMul computes dst = gelu(gate)·up.
@@ -104,7 +104,7 @@ func (b *Backend) gelu(op string, dst, x, up backend.Tensor, n int) {
 	b.argI32(k, 3, count)
 	b.argMem(k, 4, b.geluTable)
 	b.argI32(k, 5, hasUp)
-	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1}, 4*count*(2+hasUp))
 }
 
 // AddBias computes dst[i, :] = x[i, :] + bias.
@@ -132,7 +132,7 @@ func (b *Backend) AddBias(dst, x, bias backend.Tensor, n int) {
 	b.argMem(k, 2, bt.mem)
 	b.argI32(k, 3, count)
 	b.argI32(k, 4, cols)
-	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1}, 4*(2*count+cols))
 }
 
 // Scale computes dst = x·s.
@@ -149,7 +149,7 @@ func (b *Backend) Scale(dst, x backend.Tensor, n int, s float32) {
 	b.argMem(k, 1, xt.mem)
 	b.argF32(k, 2, s)
 	b.argI32(k, 3, count)
-	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1}, 8*count)
 }
 
 // SoftCap computes x = c·tanh(x/c) in place.
@@ -171,7 +171,7 @@ func (b *Backend) SoftCap(x backend.Tensor, n int, c float32) {
 	b.argF32(k, 1, 1/c)
 	b.argF32(k, 2, c)
 	b.argI32(k, 3, count)
-	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1}, 8*count)
 }
 
 // sameRows validates n rows of F32 tensors of one row length (dst first)

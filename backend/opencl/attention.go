@@ -148,7 +148,7 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.argI32(ks, i, b01(wide))
 	b.argLocal(ks, i+1, 4*headDim)
 	b.argLocal(ks, i+2, 4*ks.wg)
-	b.launch(ks, 2, [3]int{ks.wg * heads, parts, 1}, [3]int{ks.wg, 1, 1})
+	b.launch(ks, 2, [3]int{ks.wg * heads, parts, 1}, [3]int{ks.wg, 1, 1}, 4*heads*headDim+viewBytes(1, kv, a, kt)+8*heads*parts)
 
 	b.argMem(kp, 0, b.attnScratch)
 	b.argMem(kp, 1, qt.mem)
@@ -158,12 +158,24 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.argI32(kp, i, b01(wide))
 	b.argI32(kp, i+1, g)
 	b.setAttnLocal(kp, i+2, headDim, g)
-	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1})
+	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1}, 4*heads*headDim+viewBytes(1, kv, a, kt, vt)+need)
 
 	b.argMem(km, 0, ot.mem)
 	b.argMem(km, 1, b.attnScratch)
 	b.argI32(km, 2, parts)
 	b.argI32(km, 3, headDim)
 	L := min(km.wg, pow2Floor(headDim))
-	b.launch(km, 2, [3]int{roundUp(headDim, L), heads, 1}, [3]int{L, 1, 1})
+	b.launch(km, 2, [3]int{roundUp(headDim, L), heads, 1}, [3]int{L, 1, 1}, need-8*heads*parts+4*heads*headDim)
+}
+
+// viewBytes is what an attention kernel over n query rows reads of the
+// caches and of the view's tables (Stats.Moved): each cell of [Lo, Hi)
+// once.
+func viewBytes(n int, kv backend.KVView, a backend.Attn, caches ...*tensor) int {
+	cells := kv.Hi - kv.Lo
+	m := 12*cells + 16*n
+	for _, c := range caches {
+		m += cells * a.KVHeads * a.HeadDim * (c.bytes / max(c.elems, 1))
+	}
+	return m
 }

@@ -67,7 +67,7 @@ func TestBuildFailureLog(t *testing.T) { eachDevice(t, testBuildFailureLog) }
 func testBuildFailureLog(t *testing.T, dev *Backend) {
 	b := dev
 	bad := kernels.Source() + "\nkernel void broken(global float* x) { x[0] = undefined_name; }\n"
-	_, err := buildProgram(b.ctx, b.dev, bad, true, false)
+	_, err := buildProgram(b.ctx, b.dev, bad, b.v.options(b.info))
 	var ce *cl.Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("build of a broken source: got %v, want a *cl.Error", err)
@@ -89,7 +89,8 @@ func TestCodeNames(t *testing.T) {
 }
 
 // TestTraffic checks the counters: a token id up, an argmax, the index
-// down: 4 bytes each way, one launch.
+// down: 4 bytes each way, one launch, which reads the 1000 logits and
+// writes the index in device memory (Stats.Moved).
 func TestTraffic(t *testing.T) { eachDevice(t, testTraffic) }
 
 func testTraffic(t *testing.T, dev *Backend) {
@@ -119,8 +120,8 @@ func testTraffic(t *testing.T, dev *Backend) {
 	if got[0] != 123 {
 		t.Fatalf("argmax = %d, want 123", got[0])
 	}
-	if s := b.Stats(); s != (Stats{ToDevice: 4, FromDevice: 4, Launches: 1}) {
-		t.Fatalf("stats %+v, want 4 bytes each way and 1 launch", s)
+	if s := b.Stats(); s != (Stats{ToDevice: 4, FromDevice: 4, Launches: 1, Moved: 4*1000 + 4}) {
+		t.Fatalf("stats %+v, want 4 bytes each way, 1 launch and 4004 bytes moved", s)
 	}
 }
 

@@ -26,16 +26,17 @@ type DeviceInfo struct {
 	FP16         bool   // cl_khr_fp16
 	FP64         bool   // cl_khr_fp64 (RoPE uses it where present, see rope.cl)
 	Subgroups    bool   // cl_khr_subgroups or cl_intel_subgroups
+	IntDot       bool   // cl_khr_integer_dot_product (gemm.cl's DOT4 takes it)
 	// CorrectDivide: CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in
-	// CL_DEVICE_SINGLE_FP_CONFIG (see buildProgram).
+	// CL_DEVICE_SINGLE_FP_CONFIG (see variant.options).
 	CorrectDivide bool
 }
 
 func (d DeviceInfo) String() string {
 	yes := map[bool]string{true: "yes", false: "no"}
-	return fmt.Sprintf("#%d %s: %s (%s, %d CU, %s global, %s max alloc, %s local, %s, fp16 %s, subgroups %s)",
+	return fmt.Sprintf("#%d %s: %s (%s, %d CU, %s global, %s max alloc, %s local, %s, fp16 %s, subgroups %s, int dot %s)",
 		d.Index, d.Platform, d.Name, d.Type, d.ComputeUnits, size(d.GlobalMem), size(d.MaxAlloc), size(d.LocalMem),
-		d.CVersion, yes[d.FP16], yes[d.Subgroups])
+		d.CVersion, yes[d.FP16], yes[d.Subgroups], yes[d.IntDot])
 }
 
 func size(n int64) string {
@@ -157,6 +158,8 @@ func describe(d cl.Device) (DeviceInfo, error) {
 			info.FP64 = true
 		case "cl_khr_subgroups", "cl_intel_subgroups":
 			info.Subgroups = true
+		case "cl_khr_integer_dot_product":
+			info.IntDot = true
 		}
 	}
 	if len(errs) > 0 {

@@ -428,5 +428,27 @@ func (b *Backend) launchMVF(c *chain) {
 		ys = 4 * J * group / lanes
 	}
 	b.argLocal(k, 40, ys)
-	b.launch(k, 1, [3]int{groups * group, 1, 1}, [3]int{group, 1, 1})
+	b.launch(k, 1, [3]int{groups * group, 1, 1}, [3]int{group, 1, 1}, c.moved())
+}
+
+// moved is what the chain's launch reads and writes (Stats.Moved): the
+// activation row (and with the norm its weights and output), each matrix
+// and its output row, the cache rows and the residual.
+func (c *chain) moved() int {
+	K := backend.Cols(c.mats[0].w)
+	n := 4 * K
+	if c.norm {
+		n += 8 * K
+	}
+	for _, m := range c.mats[:c.nmat] {
+		M := backend.Rows(m.w)
+		n += m.w.bytes + 4*M
+		if m.mf&mfStore != 0 {
+			n += M * m.cache.bytes / max(m.cache.elems, 1)
+		}
+	}
+	if c.res != nil {
+		n += 8 * backend.Rows(c.mats[0].w)
+	}
+	return n
 }

@@ -313,7 +313,8 @@ func testFusedAliasing(t *testing.T, dev *Backend) {
 // TestFusedModel runs staged models greedily on two backends of each
 // device, one fusing and one op by op, prompt and decode steps over an f16
 // cache: every step's logits must be the same bits, and the fused decode
-// must take fewer launches.
+// must take fewer launches and move fewer bytes (Stats.Moved: the
+// intermediate rows that fusing keeps in local memory).
 func TestFusedModel(t *testing.T) {
 	files := []string{"stories260K/stories260K-Q4_0.gguf", "llama3-tiny/llama3-tiny-Q8_0.gguf", "kquants/kq-small-Q4_K_M.gguf"}
 	eachDevice(t, func(t *testing.T, dev *Backend) {
@@ -321,7 +322,7 @@ func TestFusedModel(t *testing.T) {
 			t.Run(rel, func(t *testing.T) {
 				path := shared.Models(t, rel)
 				var logits [2][][]float32
-				var launches [2]int64
+				var launches, moved [2]int64
 				for i, fuse := range []bool{true, false} {
 					b := another(t, dev)
 					b.fuse = fuse
@@ -338,7 +339,8 @@ func TestFusedModel(t *testing.T) {
 					batch, pos := []int32{1, 400, 300, 20, 7}, 0
 					for step := range 8 {
 						if step == 1 {
-							launches[i] = -b.Stats().Launches
+							s := b.Stats()
+							launches[i], moved[i] = -s.Launches, -s.Moved
 						}
 						if err := m.Decode(engine.Batch(0, pos, batch)); err != nil {
 							t.Fatal(err)
@@ -351,7 +353,9 @@ func TestFusedModel(t *testing.T) {
 						logits[i] = append(logits[i], row)
 						batch = []int32{int32(sample.Argmax(row))}
 					}
-					launches[i] += b.Stats().Launches
+					s := b.Stats()
+					launches[i] += s.Launches
+					moved[i] += s.Moved
 				}
 				for s := range logits[0] {
 					for j := range logits[0][s] {
@@ -363,7 +367,10 @@ func TestFusedModel(t *testing.T) {
 				if launches[0] >= launches[1] {
 					t.Errorf("decode: %d launches fused, %d op by op", launches[0], launches[1])
 				}
-				t.Logf("decode launches: %d fused, %d op by op", launches[0], launches[1])
+				if moved[0] <= 0 || moved[0] >= moved[1] {
+					t.Errorf("decode: %d bytes moved fused, %d op by op", moved[0], moved[1])
+				}
+				t.Logf("decode: %d launches and %d bytes fused, %d and %d op by op", launches[0], moved[0], launches[1], moved[1])
 			})
 		}
 	})

@@ -8,22 +8,20 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
-// mmTokens must match MM_BN in matmul.cl: tokens per mm_T work-group.
+// mmTokens must match MM_BN in matmul.cl: tokens per mmc_T work-item.
 const mmTokens = 16
-
-// mmChunk must match MM_KC in matmul.cl: columns staged per step.
-const mmChunk = 128
 
 // matShape is how the matmul kernels are launched on a device (see
 // matmul.cl): mv_T groups of mvGroup work-items with up to mvLanes lanes per
-// row, and mm_T groups of mmGroup rows.
+// row, and on a CPU device mmc_T groups of mmGroup rows (a GPU's prompts
+// take mmt_T, whose tile mmtPlan picks).
 type matShape struct {
 	mvGroup, mvLanes, mmGroup int
 	// mvfGroups, when positive, caps the work-groups of a fused decode
 	// matmul (mvf_T), each then taking several passes of rows: every group
 	// repeats the activation prologue.
 	mvfGroups int
-	// cpu selects mmc_T over mm_T (see matmul.cl).
+	// cpu selects mmc_T over mmt_T (see matmul.cl).
 	cpu bool
 }
 
@@ -35,17 +33,17 @@ type matShape struct {
 // one core: there one work-item per row streaming the whole row is fastest,
 // in groups large enough to amortise the per-group cost but numerous enough
 // (≥ 8 per core for rows in the thousands) to balance the cores.
-func tune(cpu bool, cus int, mv, mm *kern) matShape {
+func tune(cpu bool, cus int, mv, mmc *kern) matShape {
 	if cpu {
 		// A fused decode matmul in about four groups per core: enough to
 		// balance them, few enough that the repeated prologue stays small.
-		return matShape{mvGroup: min(16, mv.max), mvLanes: 1, mmGroup: min(64, mm.max), mvfGroups: 4 * max(cus, 1), cpu: true}
+		return matShape{mvGroup: min(16, mv.max), mvLanes: 1, mmGroup: min(64, mmc.max), mvfGroups: 4 * max(cus, 1), cpu: true}
 	}
 	lanes := pow2Floor(min(max(mv.simd, 8), 64))
 	group := max(lanes, 128)
 	group = pow2Floor(min(group, mv.max))
 	lanes = min(lanes, group)
-	return matShape{mvGroup: group, mvLanes: lanes, mmGroup: pow2Floor(min(64, mm.max))}
+	return matShape{mvGroup: group, mvLanes: lanes}
 }
 
 // pow2Floor is the largest power of two ≤ n (1 for n < 1).
@@ -132,6 +130,15 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		}
 		xm = b.act.q
 	}
+	// What the matmul reads and writes (Stats.Moved): the weights, the
+	// activations as the kernel reads them (a block format's rounded quants
+	// and their scales) and the output.
+	xBytes := 4 * n * in
+	if wk.quant != nil {
+		at := wt.dt.ActivationType()
+		xBytes = n*in + 4*actFloats(at)*(n*in/at.BlockSize())
+	}
+	moved := wt.bytes + xBytes + 4*n*out
 	if n == 1 {
 		k := wk.mv
 		if !b.made(k) {
@@ -156,13 +163,14 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 			local = 4 * lanesRecord * rows * max(lanes, wt.dt.BlockSize()/mvUnit(wt.dt))
 		}
 		b.argLocal(k, a+4, local)
-		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1})
+		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
 		return
 	}
-	k := wk.mm
-	if b.mat.cpu {
-		k = wk.mmc
+	if !b.mat.cpu {
+		b.launchMMT(wk, wt, d, xArgs, in, out, n, moved)
+		return
 	}
+	k := wk.mmc
 	if !b.made(k) {
 		return
 	}
@@ -174,24 +182,11 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	b.argI32(k, a+1, in)
 	b.argI32(k, a+2, out)
 	b.argI32(k, a+3, n)
-	switch {
-	case b.mat.cpu:
-	case wk.quant != nil:
-		at := wt.dt.ActivationType()
-		b.argLocal(k, a+4, mmTokens*mmqChunk)
-		b.argLocal(k, a+5, 4*mmTokens*mmqChunk/at.BlockSize()*actFloats(at))
-	default:
-		b.argLocal(k, a+4, 4*mmTokens*mmChunk)
-	}
-	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1})
+	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1}, moved)
 }
 
 // lanesRecord must match LREC in quant.cl: the ints mvq_T keeps per unit.
 const lanesRecord = 20
-
-// mmqChunk must match MMQ_KC in quant.cl: activation columns staged per
-// mmq_T step.
-const mmqChunk = 256
 
 // q8kFloats must match Q8K_F in quant.cl: the floats stored per Q8_K block,
 // its scale and its sixteen group sums.
@@ -252,7 +247,7 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 		b.argMem(qk, 0, x.mem)
 		b.argMem(qk, 1, a.q)
 		b.argI32(qk, 2, n*k)
-		b.launch(qk, 1, [3]int{roundUp(n*k, qk.wg), 1, 1}, [3]int{qk.wg, 1, 1})
+		b.launch(qk, 1, [3]int{roundUp(n*k, qk.wg), 1, 1}, [3]int{qk.wg, 1, 1}, 8*n*k)
 		if b.err != nil {
 			return false
 		}
@@ -270,12 +265,12 @@ func (b *Backend) quantize(op string, x *tensor, n, k int, at dtype.Type, qk *ke
 	b.argI32(qk, 3, k)
 	switch at {
 	case dtype.Q8_0, dtype.Q8_1:
-		b.launch(qk, 2, [3]int{roundUp(k/block, qk.wg), n, 1}, [3]int{qk.wg, 1, 1})
+		b.launch(qk, 2, [3]int{roundUp(k/block, qk.wg), n, 1}, [3]int{qk.wg, 1, 1}, 4*n*k+qBytes+dBytes)
 	case dtype.Q8_K:
 		L := min(qk.wg, block)
 		b.argLocal(qk, 4, 4*L)
 		b.argLocal(qk, 5, 4*L)
-		b.launch(qk, 2, [3]int{k / block * L, n, 1}, [3]int{L, 1, 1})
+		b.launch(qk, 2, [3]int{k / block * L, n, 1}, [3]int{L, 1, 1}, 4*n*k+qBytes+dBytes)
 	default:
 		b.shape(op, "no quantiser for activation type %v", at)
 		return false

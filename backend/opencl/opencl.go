@@ -10,7 +10,8 @@
 // calls, Sync and Close wait.
 //
 // A Backend is not safe for concurrent use. Its kernels need no OpenCL
-// extension; the program is built once per device per process.
+// extension, and take the vendor fast paths a device offers (see variant);
+// the program is built once per device per process.
 package opencl
 
 import (
@@ -35,10 +36,16 @@ type Options struct {
 	Device string
 }
 
-// Stats counts host↔device traffic and kernel launches.
+// Stats counts host↔device traffic, kernel launches and the device-memory
+// traffic of those launches.
 type Stats struct {
 	ToDevice, FromDevice int64 // bytes
 	Launches             int64
+	// Moved is the bytes the launched kernels read and write in device
+	// memory, each operand counted once per launch (weights, activations,
+	// the cache cells a view spans): the least traffic the work needs,
+	// which a GPU's memory bandwidth turns into a time floor.
+	Moved int64
 }
 
 // KernelTime is one kernel's accumulated device time while profiling.
@@ -49,20 +56,61 @@ type KernelTime struct {
 }
 
 // compiled is a device's context and program, shared by every Backend on
-// that device so that the program is built once per process.
+// that device so that the program is built once per process. v is the
+// variant built: the one asked for, less the vendor fast paths where the
+// device's compiler refused them.
 type compiled struct {
 	ctx  cl.Context
 	prog cl.Program
+	v    variant
 	err  error
 }
 
-// variant is how a program is built for a device (see buildProgram).
+// variant is how a program is built for a device (see options).
 type variant struct {
 	// cpu selects the kernels' CPU-device variants.
 	cpu bool
 	// approxDiv builds without -cl-fp32-correctly-rounded-divide-sqrt even
 	// where the device offers it, so that tests cover quant.cl's fallback.
 	approxDiv bool
+	// intDot takes cl_khr_integer_dot_product's packed 4×8-bit dot product
+	// for the integer sums (DOT4 in gemm.cl) where the device offers it.
+	intDot bool
+}
+
+// nativeVariant is the variant New builds for a device: its class's
+// kernels and every vendor fast path it offers.
+func nativeVariant(info DeviceInfo) variant {
+	return variant{cpu: info.Type == "CPU", intDot: info.IntDot}
+}
+
+// fastPaths reports whether v asks for a vendor fast path the device offers.
+func (v variant) fastPaths(info DeviceInfo) bool { return v.intDot && info.IntDot }
+
+// portable is v without vendor fast paths.
+func (v variant) portable() variant {
+	v.intDot = false
+	return v
+}
+
+// options are v's build options on a device described by info: the
+// CPU-device variant (MV_ROUNDED_X in weights.cl); correctly rounded
+// division where the device offers it, unless approxDiv (the activation
+// quantisers in quant.cl must divide exactly as the CPU does); the fast
+// paths the device offers. No fast-math: results follow the CPU backend's
+// to rounding.
+func (v variant) options(info DeviceInfo) string {
+	opts := "-cl-std=CL1.2"
+	if v.cpu {
+		opts += " -DMV_ROUNDED_X"
+	}
+	if info.CorrectDivide && !v.approxDiv {
+		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
+	}
+	if v.intDot && info.IntDot {
+		opts += " -DDOT4_KHR"
+	}
+	return opts
 }
 
 // programKey names a program: a device and a variant.
@@ -76,6 +124,9 @@ var programs struct {
 	m map[programKey]*compiled
 }
 
+// compile builds (or reuses) the program of variant v on d. Where the
+// device's compiler refuses a vendor fast path (an extension it lists but
+// does not declare in OpenCL C 1.2), the portable build serves instead.
 func compile(d device, v variant) (*compiled, error) {
 	programs.Lock()
 	defer programs.Unlock()
@@ -86,33 +137,21 @@ func compile(d device, v variant) (*compiled, error) {
 	if programs.m == nil {
 		programs.m = map[programKey]*compiled{}
 	}
-	c := &compiled{}
+	c := &compiled{v: v}
 	c.ctx, c.err = cl.NewContext(d.dev)
 	if c.err == nil {
-		c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), v.cpu, d.info.CorrectDivide && !v.approxDiv)
+		c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), v.options(d.info))
+		if c.err != nil && v.fastPaths(d.info) {
+			c.v = v.portable()
+			c.prog, c.err = buildProgram(c.ctx, d.dev, kernels.Source(), c.v.options(d.info))
+		}
 	}
 	programs.m[key] = c
 	return c, c.err
 }
 
-// buildOptions keep IEEE semantics (no fast-math) so that results follow
-// the CPU backend's to rounding.
-const buildOptions = "-cl-std=CL1.2"
-
-// buildProgram builds src for d; cpu selects the kernels' CPU-device
-// variants (MM_WIDE_ACC in matmul.cl, MV_ROUNDED_X in weights.cl). Which
-// variants a device gets is decided by its type, but both build and run
-// anywhere, so that tests on a CPU device cover the GPU ones too. exactDiv, for a device that offers
-// correctly rounded division, asks for it: the activation quantisers
-// (quant.cl) must divide exactly as the CPU does.
-func buildProgram(ctx cl.Context, d cl.Device, src string, cpu, exactDiv bool) (cl.Program, error) {
-	opts := buildOptions
-	if cpu {
-		opts += " -DMM_WIDE_ACC -DMV_ROUNDED_X"
-	}
-	if exactDiv {
-		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
-	}
+// buildProgram builds src for d with the build options opts.
+func buildProgram(ctx cl.Context, d cl.Device, src, opts string) (cl.Program, error) {
 	p, err := ctx.Build(d, src, opts)
 	if err != nil {
 		return cl.Program{}, err
@@ -162,12 +201,15 @@ func (b *Backend) made(k *kern) bool {
 }
 
 // weightKernels are the per-type kernels of a weight format. For the block
-// formats mv, mm and mmc are quant.cl's integer kernels and quant rounds
-// their activations; plain types have no quant. F16 and BF16 have round,
-// which rounds their activations for mm and mmc, and for mv on a CPU device
-// (a GPU's mv rounds as it reads, see weights.cl).
+// formats mv and mmc are quant.cl's integer kernels and quant rounds their
+// activations; plain types have no quant. F16 and BF16 have round, which
+// rounds their activations for mmc and mmt, and for mv on a CPU device (a
+// GPU's mv rounds as it reads, see weights.cl).
 type weightKernels struct {
-	mv, mm, mmc, embedding, quant, round *kern
+	mv, mmc, embedding, quant, round *kern
+	// mmt is the tiled GEMM of a GPU's prompts (gemm.cl); mmtR8 is Q4_0's
+	// for matrices of rows a multiple of 8 (one accumulator per output).
+	mmt, mmtR8 *kern
 	// mvf is the block formats' fused decode matmul (fused.cl).
 	mvf *kern
 }
@@ -178,6 +220,7 @@ type Backend struct {
 	dev  cl.Device
 	ctx  cl.Context
 	prog cl.Program // the device's, shared by its Backends
+	v    variant    // the program's variant
 	q    *cl.Queue
 
 	byType                                                        map[dtype.Type]weightKernels
@@ -223,6 +266,9 @@ type Backend struct {
 	// quantize); actVer numbers tensor writes (see touch).
 	act    actScratch
 	actVer uint64
+
+	// moved counts Stats.Moved.
+	moved int64
 
 	// status is the kernels' bad-input report (see common.cl); checked by
 	// Sync when an Embedding or Attention ran since the last check.
@@ -279,7 +325,7 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(d, variant{cpu: d.info.Type == "CPU"})
+	return open(d, nativeVariant(d.info))
 }
 
 // open makes a Backend on d with the program variant v and, for v.cpu, the
@@ -289,7 +335,7 @@ func open(d device, v variant) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, lanes: 8}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, v: c.v, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, lanes: 8}
 	if cpu.Flavour() == "avx512" {
 		b.lanes = 16
 	}
@@ -313,7 +359,10 @@ func (b *Backend) init(cpu bool) error {
 			q = "q"
 		}
 		sfx := q + "_" + wt.suffix
-		wk := weightKernels{mv: mk("mv" + sfx), mm: mk("mm" + sfx), mmc: mk("mmc" + sfx), embedding: mk("embedding_" + wt.suffix), quant: quant[wt.dt.ActivationType()]}
+		wk := weightKernels{mv: mk("mv" + sfx), mmc: mk("mmc" + sfx), mmt: mk("mmt_" + wt.suffix), embedding: mk("embedding_" + wt.suffix), quant: quant[wt.dt.ActivationType()]}
+		if wt.dt == dtype.Q4_0 {
+			wk.mmtR8 = mk("mmt_r8_q4_0")
+		}
 		if wt.dt == dtype.F16 || wt.dt == dtype.BF16 {
 			wk.round = mk("round_act_" + wt.suffix)
 		}
@@ -336,14 +385,11 @@ func (b *Backend) init(cpu bool) error {
 			b.attentionPart[ki][vi] = mk("attention_part_" + kn + "_" + vn)
 		}
 	}
-	mv, mm := b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mm
-	if cpu {
-		mm = b.byType[dtype.Q4_0].mmc
-	}
-	if !b.made(mv) || !b.made(mm) {
+	mv, mmc := b.byType[dtype.Q4_0].mv, b.byType[dtype.Q4_0].mmc
+	if !b.made(mv) || !b.made(mmc) {
 		return b.err
 	}
-	b.mat = tune(cpu, b.info.ComputeUnits, mv, mm)
+	b.mat = tune(cpu, b.info.ComputeUnits, mv, mmc)
 	if b.status, err = b.ctx.NewBuffer(8); err != nil {
 		return err
 	}
@@ -369,13 +415,14 @@ func (b *Backend) Info() DeviceInfo { return b.info }
 func (b *Backend) Stats() Stats {
 	b.flush()
 	to, from, l := b.q.Counters()
-	return Stats{ToDevice: to, FromDevice: from, Launches: l}
+	return Stats{ToDevice: to, FromDevice: from, Launches: l, Moved: b.moved}
 }
 
 // ResetStats zeroes Stats and the kernel profile.
 func (b *Backend) ResetStats() {
 	b.flush()
 	b.q.ResetCounters()
+	b.moved = 0
 	b.profile = nil
 }
 

@@ -78,8 +78,10 @@ func (b *Backend) argLocal(k *kern, i int, bytes int) {
 	}
 }
 
-// launch queues k unless an argument failed.
-func (b *Backend) launch(k *kern, dims int, global, local [3]int) {
+// launch queues k unless an argument failed. moved is what the kernel
+// reads and writes in device memory, each operand counted once (Stats.Moved):
+// the least traffic its work needs, the figure a GPU's bandwidth divides.
+func (b *Backend) launch(k *kern, dims int, global, local [3]int, moved int) {
 	if b.err != nil {
 		return
 	}
@@ -88,6 +90,7 @@ func (b *Backend) launch(k *kern, dims int, global, local [3]int) {
 		b.fail(fmt.Errorf("opencl: %s: %w", k.name, err))
 		return
 	}
+	b.moved += int64(moved)
 	if b.profiling {
 		b.pending = append(b.pending, pendingEvent{k.name, ev})
 		// Bound the events held by a long unsynchronised run.
@@ -169,7 +172,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 	b.argMem(k, 6, b.status)
 	// One 16-element group per work-item (embedding_T in matmul.cl).
 	units := (cols + 15) / 16
-	b.launch(k, 2, [3]int{roundUp(max(units, 1), k.wg), n, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 2, [3]int{roundUp(max(units, 1), k.wg), n, 1}, [3]int{k.wg, 1, 1}, n*(tb.bytes/max(vocab, 1)+4*cols+4))
 	b.checkStatus = true
 }
 
@@ -216,7 +219,7 @@ func (b *Backend) launchRMSNorm(d, x, w *tensor, n int, eps float32) {
 	b.argI32(k, 3, w.elems)
 	b.argF32(k, 4, eps)
 	b.argLocal(k, 5, 8*k.wg) // a double or a float-float pair per item (norm.cl)
-	b.launch(k, 2, [3]int{k.wg, n * (backend.Cols(x) / w.elems), 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 2, [3]int{k.wg, n * (backend.Cols(x) / w.elems), 1}, [3]int{k.wg, 1, 1}, 4*(2*n*backend.Cols(x)+w.elems))
 }
 
 // RoPE rotates the heads of the first n rows of x in place, row i by the
@@ -296,7 +299,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	for local*2 <= r.Dims/2 && local*2 <= k.wg {
 		local *= 2
 	}
-	b.launch(k, 3, [3]int{roundUp(r.Dims/2, local), heads, n}, [3]int{local, 1, 1})
+	b.launch(k, 3, [3]int{roundUp(r.Dims/2, local), heads, n}, [3]int{local, 1, 1}, 4*n*(2*heads*r.Dims+1))
 }
 
 // elemRows validates n rows of same-shaped F32 tensors (dst first) for an
@@ -329,7 +332,7 @@ func (b *Backend) launchElems(k *kern, d, at, ct *tensor, count int, more ...int
 	for j, v := range more {
 		b.argI32(k, 4+j, v)
 	}
-	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1}, 12*count)
 }
 
 // SiLUMul computes dst = silu(gate)·up as the CPU backend does, with the
@@ -373,7 +376,7 @@ func (b *Backend) copyWith(k *kern, d *tensor, dstOff int, s *tensor, srcOff, co
 	b.argMem(k, 2, s.mem)
 	b.argU64(k, 3, srcOff)
 	b.argI32(k, 4, count)
-	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 1, [3]int{roundUp(count, k.wg), 1, 1}, [3]int{k.wg, 1, 1}, count*(d.bytes/max(d.elems, 1)+s.bytes/max(s.elems, 1)))
 }
 
 func copyable(dt dtype.Type) bool { return dt == dtype.F32 || dt == dtype.I32 }
@@ -514,7 +517,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	b.argI32(kk, i+2, b01(n > 1))
 	b.argI32(kk, i+3, g)
 	b.setAttnLocal(kk, i+4, headDim, g)
-	b.launch(kk, 2, [3]int{kk.wg * heads, n, 1}, [3]int{kk.wg, 1, 1})
+	b.launch(kk, 2, [3]int{kk.wg * heads, n, 1}, [3]int{kk.wg, 1, 1}, 8*n*heads*headDim+viewBytes(n, kv, a, kt, vt))
 }
 
 // Softmax normalises the first n rows of x in place.
@@ -541,7 +544,7 @@ func (b *Backend) Softmax(x backend.Tensor, n int) {
 	b.argMem(k, 0, xt.mem)
 	b.argI32(k, 1, cols)
 	b.argLocal(k, 2, 4*k.wg)
-	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1}, 8*n*cols)
 }
 
 // Argmax writes each of the first n rows' index of its maximum to dst.
@@ -578,5 +581,5 @@ func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
 	b.argI32(k, 2, cols)
 	b.argLocal(k, 3, 4*k.wg)
 	b.argLocal(k, 4, 4*k.wg)
-	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1})
+	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1}, 4*n*(cols+1))
 }

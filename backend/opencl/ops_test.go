@@ -226,7 +226,9 @@ var matCols = map[dtype.Type]int{
 // when t ends.
 func otherVariant(t *testing.T, b *Backend) *Backend {
 	t.Helper()
-	b, err := open(deviceOf(b), variant{cpu: !b.mat.cpu})
+	v := b.v
+	v.cpu = !v.cpu
+	b, err := open(deviceOf(b), v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +238,7 @@ func otherVariant(t *testing.T, b *Backend) *Backend {
 
 // TestMatMulTransposed runs each weight type's matmul on the device's own
 // kernel variants and on the other device class's (mv with lanes per row
-// and mm's local-memory tiles where the device is a CPU).
+// and mmt's local-memory tiles where the device is a CPU).
 func TestMatMulTransposed(t *testing.T) { eachDevice(t, testMatMulTransposed) }
 
 func testMatMulTransposed(t *testing.T, dev *Backend) {

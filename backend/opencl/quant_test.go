@@ -114,7 +114,9 @@ func TestQuantize(t *testing.T) { eachDevice(t, testQuantize) }
 
 func testQuantize(t *testing.T, dev *Backend) {
 	d := deviceOf(dev)
-	for _, v := range []variant{{cpu: dev.mat.cpu}, {cpu: dev.mat.cpu, approxDiv: true}} {
+	approx := dev.v
+	approx.approxDiv = true
+	for _, v := range []variant{dev.v, approx} {
 		t.Run(fmt.Sprintf("approxDiv=%v", v.approxDiv), func(t *testing.T) {
 			b, err := open(d, v)
 			if err != nil {

@@ -32,7 +32,7 @@ type testDevice struct {
 
 func (td *testDevice) backend(t testing.TB) *Backend {
 	t.Helper()
-	td.once.Do(func() { td.b, td.err = open(td.d, variant{cpu: td.d.info.Type == "CPU"}) })
+	td.once.Do(func() { td.b, td.err = open(td.d, nativeVariant(td.d.info)) })
 	if td.err != nil {
 		t.Fatalf("opencl: %s: %v", td.d.info.Name, td.err)
 	}
@@ -112,7 +112,7 @@ func requireDevice(t testing.TB) []DeviceInfo {
 // test whose errors must not touch b (they are sticky); t closes it.
 func another(t testing.TB, b *Backend) *Backend {
 	t.Helper()
-	o, err := open(deviceOf(b), variant{cpu: b.mat.cpu})
+	o, err := open(deviceOf(b), b.v)
 	if err != nil {
 		t.Fatal(err)
 	}

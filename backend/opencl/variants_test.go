@@ -15,9 +15,11 @@ import (
 // are tested on any machine.
 func TestOtherVariants(t *testing.T) {
 	eachDevice(t, func(t *testing.T, shared *Backend) {
-		cpu := !shared.mat.cpu
+		v := shared.v
+		v.cpu = !v.cpu
+		cpu := v.cpu
 		backendtest.Run(t, func(t *testing.T) backend.Backend {
-			b, err := open(deviceOf(shared), variant{cpu: cpu})
+			b, err := open(deviceOf(shared), v)
 			if err != nil {
 				t.Fatal(err)
 			}
