@@ -296,7 +296,7 @@ DEFINE_MMT_KERNEL(q4_0, mmt_r8_q4_0, LK_R8)
 					xv[c] = vload16(0, xl + (ty + TY * c) * MMTF_P + 16 * gl);                 \
 				for (int r = 0; r < MMTF_TR; r++)                                              \
 					for (int c = 0; c < MMTF_TC; c++)                                          \
-						fs_add(&f[r][c], mode, bf, k0 / 16 + gl, wv[r], xv[c]);                \
+						fs_add(&f[r][c], mode, FS_KIND_##T, k0 / 16 + gl, wv[r], xv[c]);                \
 			}                                                                                  \
 		}                                                                                      \
 		for (int r = 0; r < MMTF_TR; r++) {                                                    \

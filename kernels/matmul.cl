@@ -38,7 +38,7 @@
 		fs_t f;                                                                \
 		fs_zero(&f);                                                           \
 		for (int g = lane; g < groups; g += S)                                 \
-			fs_add(&f, mode, bf, g, deq16_##T(row, g), MVR16_##T(vload16(g, x))); \
+			fs_add(&f, mode, FS_KIND_##T, g, deq16_##T(row, g), MVR16_##T(vload16(g, x))); \
 		/* Lane 0 adds the remainder: with S = 1 (a CPU device) the sum */    \
 		/* is the CPU backend's to the bit. */                                 \
 		float s = fs_finish_##T(&f, mode, row, x, lane == 0 ? 16 * groups : K, K); \

@@ -123,20 +123,39 @@ inline int fs_groups(int mode, bool bf16, int K) {
 	return (K & ~(mode == FS_TINY8 ? 15 : fs_width(mode, bf16) - 1)) / 16;
 }
 
-// fs_add adds group g's products into its lanes.
-inline void fs_add(fs_t* f, int mode, bool bf16, int g, float16 w, float16 x) {
+// fs_mad is lanes + w·x: fused for F32 (kind 0); for F16 and BF16, whose
+// products are exact, a product added, the same bits where the device's
+// fma flushes subnormal results (llvmpipe) and its multiply does not.
+inline float16 fs_mad(int kind, float16 w, float16 x, float16 a) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind == 0)
+		return fma(w, x, a);
+	float16 p = w * x;
+	return a + p;
+}
+
+inline float8 fs_mad8(int kind, float8 w, float8 x, float8 a) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind == 0)
+		return fma(w, x, a);
+	float8 p = w * x;
+	return a + p;
+}
+
+// fs_add adds group g's products into its lanes (kind: FS_KIND_T).
+inline void fs_add(fs_t* f, int mode, int kind, int g, float16 w, float16 x) {
 	if (mode == FS_TINY8) {
-		f->t = fma(w.lo, x.lo, f->t);
-		f->t = fma(w.hi, x.hi, f->t);
+		f->t = fs_mad8(kind, w.lo, x.lo, f->t);
+		f->t = fs_mad8(kind, w.hi, x.hi, f->t);
 		return;
 	}
 	// Constant indices only: a private array indexed at run time would
 	// live in memory, not registers.
-	switch (g & (fs_width(mode, bf16) / 16 - 1)) {
-	case 0: f->a[0] = fma(w, x, f->a[0]); break;
-	case 1: f->a[1] = fma(w, x, f->a[1]); break;
-	case 2: f->a[2] = fma(w, x, f->a[2]); break;
-	default: f->a[3] = fma(w, x, f->a[3]); break;
+	switch (g & (fs_width(mode, kind == 2) / 16 - 1)) {
+	case 0: f->a[0] = fs_mad(kind, w, x, f->a[0]); break;
+	case 1: f->a[1] = fs_mad(kind, w, x, f->a[1]); break;
+	case 2: f->a[2] = fs_mad(kind, w, x, f->a[2]); break;
+	default: f->a[3] = fs_mad(kind, w, x, f->a[3]); break;
 	}
 }
 
@@ -173,7 +192,7 @@ inline float fs_reduce16(float16 v) { return fs_hsum8(v.lo + v.hi); }
 				wa[k & 7] = elem_##T(row, k);                                                  \
 				xa[k & 7] = MVR_##T(x[k]);                                                     \
 			}                                                                                  \
-			float8 t = from < K ? fma(vload8(0, wa), vload8(0, xa), f->t) : f->t;              \
+			float8 t = from < K ? fs_mad8(kind, vload8(0, wa), vload8(0, xa), f->t) : f->t;    \
 			return fs_hsum8(t);                                                                \
 		}                                                                                      \
 		if (mode == FS_TINY16)                                                                 \
