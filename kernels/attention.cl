@@ -79,24 +79,10 @@
 #define KVR_f32(x) (x)
 #define KVR_f16(x) f16_round(x)
 
-// att_acc is ggml's ggml_float sum: float64 where the device has it, else
-// a float pair (hi, lo) kept as Knuth's two-sum leaves it.
+// att_acc (common.cl) is ggml's ggml_float sum; att_inv is 1/sum rounded.
 #ifdef cl_khr_fp64
-typedef double att_acc;
-inline att_acc att_acc_of(float x) { return x; }
-inline att_acc att_add(att_acc s, float x) { return s + (double)x; }
-inline float att_round(att_acc s) { return (float)s; }
 inline float att_inv(att_acc s) { return (float)(1.0 / s); }
 #else
-typedef float2 att_acc;
-inline att_acc att_acc_of(float x) { return (float2)(x, 0.0f); }
-inline att_acc att_add(att_acc s, float x) {
-	float h = s.x + x, v = h - s.x;
-	float lo = s.y + ((s.x - (h - v)) + (x - v));
-	float hi = h + lo;
-	return (float2)(hi, lo - (hi - h));
-}
-inline float att_round(att_acc s) { return s.x + s.y; }
 // att_inv is 1/(hi + lo): div_rn's quotient of hi, one Newton step on.
 inline float att_inv(att_acc s) {
 	float r = div_rn(1.0f, s.x);

@@ -166,3 +166,24 @@ inline float expf512_ggml(float x) {
 // expf_lanes is ggml's vectorised exp of the build whose vectors hold lanes
 // floats: expf512_ggml for 16 (AVX-512), expf_ggml otherwise.
 inline float expf_lanes(float x, int lanes) { return lanes == 16 ? expf512_ggml(x) : expf_ggml(x); }
+
+// att_acc is ggml's ggml_float sum (attention, float-weight matmuls):
+// float64 where the device has it, else a float pair (hi, lo) kept as
+// Knuth's two-sum leaves it.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double att_acc;
+inline att_acc att_acc_of(float x) { return x; }
+inline att_acc att_add(att_acc s, float x) { return s + (double)x; }
+inline float att_round(att_acc s) { return (float)s; }
+#else
+typedef float2 att_acc;
+inline att_acc att_acc_of(float x) { return (float2)(x, 0.0f); }
+inline att_acc att_add(att_acc s, float x) {
+	float h = s.x + x, v = h - s.x;
+	float lo = s.y + ((s.x - (h - v)) + (x - v));
+	float hi = h + lo;
+	return (float2)(hi, lo - (hi - h));
+}
+inline float att_round(att_acc s) { return s.x + s.y; }
+#endif

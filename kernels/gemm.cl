@@ -23,11 +23,10 @@
 //     product is one 4×8-bit dot (DOT4); with a sub-scale it is multiplied
 //     by the group's (the four share one group), which is the same integer
 //     as scaling each product.
-//   - float weights: the CPU backend's prefill order (backend/cpu
-//     matMulRows): per output, each 256-column chunk summed from zero one
-//     product after another, the products rounded (no fused multiply-add:
-//     for F16 and BF16 weights over activations rounded to their type the
-//     products are exact anyway), and the chunk sums added in sequence.
+//   - float weights: the CPU backend's order for the call (backend/cpu
+//     kernels.go, floatSum: llama.cpp's tinyBLAS or vec_dot lanes, fused
+//     multiply-adds), its lanes kept per output across chunks (fs_t in
+//     weights.cl).
 //
 // Launch: global (ceil(M/BM)·TX, ceil(n/BN)·TY), local (TX, TY); the host
 // picks TX and TY from the device (backend/opencl/gemm.go), and TR, TC are
@@ -42,12 +41,12 @@
 #define MMT_P (MMT_KC / 4 + 1)
 #define MMTF_P (MMTF_KC + 1)
 
-// Work-item tiles: Q4_0's one-accumulator sums (LK_R8) and the float
-// weights keep one float per output and token; the other block formats
-// keep eight lanes and four min terms, so fewer.
+// Work-item tiles: Q4_0's one-accumulator sums (LK_R8) keep one float per
+// output and token; the other block formats keep eight lanes and four min
+// terms, and the float weights up to 64 lanes (fs_t), so fewer.
 #define MMT_TR(kind) ((kind) == LK_R8 ? 4 : 2)
 #define MMT_TC 4
-#define MMTF_TR 4
+#define MMTF_TR 2
 #define MMTF_TC 4
 
 // DOT4(a, b) is the integer dot product of the four signed bytes packed in
@@ -258,21 +257,23 @@ DEFINE_MMT_KERNEL(q4_0, mmt_q4_0, LK_32)
 DEFINE_MMT_KERNEL(q4_0, mmt_r8_q4_0, LK_R8)
 
 // mmt_T for the float weights (x already rounded to T's activation type,
-// as mm_T reads it): the CPU backend's prefill order, see above. s holds
-// the current 256-column chunk's sums, acc the finished chunks'.
+// as mm_T reads it): the CPU backend's order for the call (mode, weights.cl's
+// fs_t), each output's lanes kept in f[r][c] from chunk to chunk.
 #define DEFINE_MMTF_KERNEL(T)                                                                  \
 	kernel void mmt_##T(global const uchar* w, ulong rowBytes, global const float* x,          \
-			global float* dst, int K, int M, int n, local float* wl, local float* xl) {        \
-		_Pragma("OPENCL FP_CONTRACT OFF");                                                     \
+			global float* dst, int K, int M, int n, local float* wl, local float* xl,          \
+			int mode) {                                                                        \
 		int tx = get_local_id(0), ty = get_local_id(1), TX = get_local_size(0),                \
 			TY = get_local_size(1);                                                            \
 		int lid = ty * TX + tx, WG = TX * TY;                                                  \
 		int BM = TX * MMTF_TR, BN = TY * MMTF_TC;                                              \
 		int o0 = get_group_id(0) * BM, i0 = get_group_id(1) * BN;                              \
-		float acc[MMTF_TR][MMTF_TC], s[MMTF_TR][MMTF_TC];                                      \
+		const bool bf = FS_KIND_##T == 2;                                                      \
+		int groups = fs_groups(mode, bf, K);                                                   \
+		fs_t f[MMTF_TR][MMTF_TC];                                                              \
 		for (int r = 0; r < MMTF_TR; r++)                                                      \
 			for (int c = 0; c < MMTF_TC; c++)                                                  \
-				acc[r][c] = s[r][c] = 0.0f;                                                    \
+				fs_zero(&f[r][c]);                                                             \
 		for (int k0 = 0; k0 < K; k0 += MMTF_KC) {                                              \
 			int kc = min(MMTF_KC, K - k0);                                                     \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
@@ -287,29 +288,24 @@ DEFINE_MMT_KERNEL(q4_0, mmt_r8_q4_0, LK_R8)
 						: 0.0f;                                                                \
 			}                                                                                  \
 			barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-			for (int k = 0; k < kc; k++) {                                                     \
-				float wv[MMTF_TR], xv[MMTF_TC];                                                \
+			for (int gl = 0; gl < MMTF_KC / 16 && k0 / 16 + gl < groups; gl++) {               \
+				float16 wv[MMTF_TR], xv[MMTF_TC];                                              \
 				for (int r = 0; r < MMTF_TR; r++)                                              \
-					wv[r] = wl[(tx + TX * r) * MMTF_P + k];                                    \
+					wv[r] = vload16(0, wl + (tx + TX * r) * MMTF_P + 16 * gl);                 \
 				for (int c = 0; c < MMTF_TC; c++)                                              \
-					xv[c] = xl[(ty + TY * c) * MMTF_P + k];                                    \
+					xv[c] = vload16(0, xl + (ty + TY * c) * MMTF_P + 16 * gl);                 \
 				for (int r = 0; r < MMTF_TR; r++)                                              \
 					for (int c = 0; c < MMTF_TC; c++)                                          \
-						s[r][c] += xv[c] * wv[r];                                              \
+						fs_add(&f[r][c], mode, FS_KIND_##T, k0 / 16 + gl, wv[r], xv[c]);                \
 			}                                                                                  \
-			if ((k0 + kc) % 256 == 0 || k0 + kc == K)                                          \
-				for (int r = 0; r < MMTF_TR; r++)                                              \
-					for (int c = 0; c < MMTF_TC; c++) {                                        \
-						acc[r][c] += s[r][c];                                                  \
-						s[r][c] = 0.0f;                                                        \
-					}                                                                          \
 		}                                                                                      \
 		for (int r = 0; r < MMTF_TR; r++) {                                                    \
 			int o = o0 + tx + TX * r;                                                          \
 			for (int c = 0; c < MMTF_TC; c++) {                                                \
 				int i = i0 + ty + TY * c;                                                      \
 				if (o < M && i < n)                                                            \
-					dst[(ulong)i * M + o] = acc[r][c];                                         \
+					dst[(ulong)i * M + o] = fs_finish_##T(&f[r][c], mode,                      \
+							w + (ulong)o * rowBytes, x + (ulong)i * K, 16 * groups, K);        \
 			}                                                                                  \
 		}                                                                                      \
 	}

@@ -7,7 +7,8 @@
 // s, s+S, … of its row, so on a GPU the lanes of a row read adjacent bytes
 // (coalesced) and their partial sums meet in a local-memory tree. On a CPU
 // device S = 1: each work-item streams a whole row and there is nothing to
-// reduce, which suits caches and prefetchers. The host picks R and S from
+// reduce, which suits caches and prefetchers, and sums in the CPU backend's
+// order (mode: weights.cl's fs_t), to its bits. The host picks R and S from
 // the device (S a power of two).
 // Launch: global (ceil(M/R)·R·S), local (R·S); red holds R·S floats.
 //
@@ -27,25 +28,20 @@
 #define DEFINE_MATMUL_KERNELS(T)                                               \
 	kernel void mv_##T(global const uchar* w, ulong rowBytes,                  \
 			global const float* x, global float* dst, int K, int M, int S,     \
-			local float* red) {                                                \
+			local float* red, int mode) {                                      \
 		int lid = get_local_id(0);                                             \
 		int r = lid / S, lane = lid - r * S;                                   \
 		int o = get_group_id(0) * (get_local_size(0) / S) + r;                 \
 		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;         \
-		float16 acc = 0.0f;                                                    \
-		int units = K / MVU_##T;                                               \
-		for (int u = lane; u < units; u += S)                                  \
-			acc += dot_##T(row, u, x);                                         \
-		if (TAIL_##T && units * MVU_##T < K) {                                 \
-			/* The tail joins the lanes (element k lane k mod 16), the */     \
-			/* CPU backend's decode order: with S = 1 the sums agree to */    \
-			/* the bit. */                                                     \
-			float tl[16] = {0.0f};                                             \
-			for (int k = units * MVU_##T + lane; k < K; k += S)                \
-				tl[k - units * MVU_##T] = elem_##T(row, k) * MVR_##T(x[k]);    \
-			acc += vload16(0, tl);                                             \
-		}                                                                      \
-		float s = hsum16(acc);                                                 \
+		const bool bf = FS_KIND_##T == 2;                                      \
+		int groups = fs_groups(mode, bf, K);                                   \
+		fs_t f;                                                                \
+		fs_zero(&f);                                                           \
+		for (int g = lane; g < groups; g += S)                                 \
+			fs_add(&f, mode, FS_KIND_##T, g, deq16_##T(row, g), MVR16_##T(vload16(g, x))); \
+		/* Lane 0 adds the remainder: with S = 1 (a CPU device) the sum */    \
+		/* is the CPU backend's to the bit. */                                 \
+		float s = fs_finish_##T(&f, mode, row, x, lane == 0 ? 16 * groups : K, K); \
 		s = seg_sum(red, lid, lane, S, s);                                     \
 		if (lane == 0 && o < M)                                                \
 			dst[o] = s;                                                        \

@@ -1,15 +1,10 @@
 // Weight formats, read in their stored layout (dtype/dtype.go's
-// DequantizeRow is the definition). Each type T provides three readers of a
+// DequantizeRow is the definition). Each type T provides two readers of a
 // row (a pointer to its first byte):
 //
-//   dot_T(row, u, x)  (plain types only) the 16 lane-wise products Σ w·x of
-//                     "unit" u, MVU_T contiguous elements starting at
-//                     u·MVU_T, for the matrix-vector kernels, with x rounded
-//                     to T's activation type (MVR16_T). The caller sums the 16
-//                     lanes once per row, not once per unit. The block
-//                     formats multiply integer activations instead (quant.cl).
 //   deq16_T(row, g)   the 16 dequantised elements 16g … 16g+15, for the
-//                     plain matrix-matrix and every embedding kernel.
+//                     plain matrix kernels (MVU_T = 16 elements a unit) and
+//                     every embedding kernel.
 //                     Values are exactly DequantizeRow's: the same products
 //                     in the same order.
 //   elem_T(row, k)    one element, for the tail of plain-type rows whose
@@ -65,10 +60,6 @@ inline float hsum16(float16 v) {
 
 // ---- F32
 
-inline float16 dot_f32(global const uchar* row, int u, global const float* x) {
-	return vload16(u, (global const float*)row) * vload16(u, x);
-}
-
 inline float16 deq16_f32(global const uchar* row, int g) {
 	return vload16(g, (global const float*)row);
 }
@@ -78,10 +69,6 @@ inline float elem_f32(global const uchar* row, int k) {
 }
 
 // ---- F16
-
-inline float16 dot_f16(global const uchar* row, int u, global const float* x) {
-	return vload_half16(u, (global const half*)row) * MVR16_f16(vload16(u, x));
-}
 
 inline float16 deq16_f16(global const uchar* row, int g) {
 	return vload_half16(g, (global const half*)row);
@@ -97,13 +84,158 @@ inline float16 deq16_bf16(global const uchar* row, int g) {
 	return as_float16(convert_uint16(vload16(g, (global const ushort*)row)) << 16);
 }
 
-inline float16 dot_bf16(global const uchar* row, int u, global const float* x) {
-	return deq16_bf16(row, u) * MVR16_bf16(vload16(u, x));
-}
-
 inline float elem_bf16(global const uchar* row, int k) {
 	return as_float((uint)((global const ushort*)row)[k] << 16);
 }
+
+// ---- The float-weight sums: the CPU backend's (backend/cpu/kernels.go,
+// floatSum), which are llama.cpp's: mode FS_VEC8/FS_VEC16 is
+// ggml_vec_dot_f16/f32/bf16 of its AVX2/AVX-512 build (element k in lane
+// k mod W, W = 32 or 64, BF16 on AVX-512 32; then folded, reduced and the
+// elements past the last whole step added: F32 in float, F16 and BF16 in
+// float64), FS_TINY8/FS_TINY16 tinyBLAS (8 or 16 lanes over all of k,
+// reduced). Lanes sum by fused multiply-adds. fs_t holds one output's lanes
+// as float16s (lanes 16i…16i+15 in a[i]) or, for FS_TINY8, t.
+
+#define FS_VEC8 0
+#define FS_VEC16 1
+#define FS_TINY8 2
+#define FS_TINY16 3
+
+typedef struct {
+	float16 a[4];
+	float8 t;
+} fs_t;
+
+inline void fs_zero(fs_t* f) {
+	for (int i = 0; i < 4; i++)
+		f->a[i] = 0.0f;
+	f->t = 0.0f;
+}
+
+inline int fs_width(int mode, bool bf16) {
+	return mode == FS_TINY8 ? 8 : mode == FS_TINY16 ? 16 : mode == FS_VEC16 && !bf16 ? 64 : 32;
+}
+
+// fs_groups is how many 16-element groups of a row of K go to the lanes;
+// the rest is fs_finish's.
+inline int fs_groups(int mode, bool bf16, int K) {
+	return (K & ~(mode == FS_TINY8 ? 15 : fs_width(mode, bf16) - 1)) / 16;
+}
+
+// fs_mad is lanes + w·x: fused for F32 (kind 0); for F16 and BF16, whose
+// products are exact, a product added, the same bits where the device's
+// fma flushes subnormal results (llvmpipe) and its multiply does not.
+inline float16 fs_mad(int kind, float16 w, float16 x, float16 a) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind == 0)
+		return fma(w, x, a);
+	float16 p = w * x;
+	return a + p;
+}
+
+inline float8 fs_mad8(int kind, float8 w, float8 x, float8 a) {
+#pragma OPENCL FP_CONTRACT OFF
+	if (kind == 0)
+		return fma(w, x, a);
+	float8 p = w * x;
+	return a + p;
+}
+
+// fs_add adds group g's products into its lanes (kind: FS_KIND_T).
+inline void fs_add(fs_t* f, int mode, int kind, int g, float16 w, float16 x) {
+	if (mode == FS_TINY8) {
+		f->t = fs_mad8(kind, w.lo, x.lo, f->t);
+		f->t = fs_mad8(kind, w.hi, x.hi, f->t);
+		return;
+	}
+	// Constant indices only: a private array indexed at run time would
+	// live in memory, not registers.
+	switch (g & (fs_width(mode, kind == 2) / 16 - 1)) {
+	case 0: f->a[0] = fs_mad(kind, w, x, f->a[0]); break;
+	case 1: f->a[1] = fs_mad(kind, w, x, f->a[1]); break;
+	case 2: f->a[2] = fs_mad(kind, w, x, f->a[2]); break;
+	default: f->a[3] = fs_mad(kind, w, x, f->a[3]); break;
+	}
+}
+
+// hsum8 is tinyBLAS's hsum: the halves added, then (0+2)+(1+3).
+inline float fs_hsum8(float8 v) {
+	float4 r = v.lo + v.hi;
+	return (r.s0 + r.s2) + (r.s1 + r.s3);
+}
+
+// fs_reduce8 is GGML_F32x8_REDUCE's last steps: the halves, (0+1)+(2+3).
+inline float fs_reduce8(float8 v) {
+	float4 r = v.lo + v.hi;
+	return (r.s0 + r.s1) + (r.s2 + r.s3);
+}
+
+// fs_reduce16 is gcc's _mm512_reduce_add_ps.
+inline float fs_reduce16(float16 v) { return fs_hsum8(v.lo + v.hi); }
+
+// FS_KIND_T: 0 F32 (its remainder in float), 1 F16, 2 BF16.
+#define FS_KIND_f32 0
+#define FS_KIND_f16 1
+#define FS_KIND_bf16 2
+
+// fs_finish_T is one output: its lanes reduced and the elements from…K-1 of
+// row · x added (x rounded to T's activation type).
+#define DEFINE_FS_FINISH(T)                                                                    \
+	__attribute__((noinline)) float fs_finish_##T(fs_t* f, int mode, global const uchar* row, \
+			global const float* x, int from, int K) {                                          \
+		_Pragma("OPENCL FP_CONTRACT OFF");                                                     \
+		const int kind = FS_KIND_##T;                                                          \
+		if (mode == FS_TINY8) {                                                                \
+			float wa[8] = {0.0f}, xa[8] = {0.0f};                                              \
+			for (int k = from; k < K; k++) {                                                   \
+				wa[k & 7] = elem_##T(row, k);                                                  \
+				xa[k & 7] = MVR_##T(x[k]);                                                     \
+			}                                                                                  \
+			float8 t = from < K ? fs_mad8(kind, vload8(0, wa), vload8(0, xa), f->t) : f->t;    \
+			return fs_hsum8(t);                                                                \
+		}                                                                                      \
+		if (mode == FS_TINY16)                                                                 \
+			return fs_reduce16(f->a[0]);                                                       \
+		att_acc sum;                                                                           \
+		float r;                                                                               \
+		if (mode == FS_VEC8) {                                                                 \
+			float8 c = (f->a[0].lo + f->a[1].lo) + (f->a[0].hi + f->a[1].hi);                  \
+			if (kind == 2) {                                                                   \
+				sum = att_acc_of(fs_hsum8(c));                                                 \
+			} else {                                                                           \
+				r = fs_reduce8(c);                                                             \
+				if (kind == 0) {                                                               \
+					int n4 = from + ((K - from) & ~3), k = from;                               \
+					for (; k < n4; k++) {                                                      \
+						float p = elem_##T(row, k) * x[k];                                     \
+						r = r + p;                                                             \
+					}                                                                          \
+					for (; k < K; k++)                                                         \
+						r = fma(elem_##T(row, k), x[k], r);                                    \
+					return r;                                                                  \
+				}                                                                              \
+				sum = att_acc_of(r);                                                           \
+			}                                                                                  \
+		} else if (kind == 2) {                                                                \
+			sum = att_add(att_acc_of(fs_reduce16(f->a[0])), fs_reduce16(f->a[1]));             \
+		} else {                                                                               \
+			r = fs_reduce16((f->a[0] + f->a[2]) + (f->a[1] + f->a[3]));                        \
+			if (kind == 0) {                                                                   \
+				for (int k = from; k < K; k++)                                                 \
+					r = fma(elem_##T(row, k), x[k], r);                                        \
+				return r;                                                                      \
+			}                                                                                  \
+			sum = att_acc_of(r);                                                           \
+		}                                                                                      \
+		for (int k = from; k < K; k++)                                                         \
+			sum = att_add(sum, elem_##T(row, k) * MVR_##T(x[k]));                              \
+		return att_round(sum);                                                                 \
+	}
+
+DEFINE_FS_FINISH(f32)
+DEFINE_FS_FINISH(f16)
+DEFINE_FS_FINISH(bf16)
 
 // ---- Q8_0: f16 scale d, 32 int8.
 

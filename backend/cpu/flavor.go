@@ -15,10 +15,11 @@ import (
 // makes it: on a CPU with AVX-512 (F, BW, VL, DQ) the attention (over K and
 // V caches of one type) and SiLU follow ggml's AVX-512 arithmetic below;
 // elsewhere, and for mixed cache types, they follow its AVX2 arithmetic
-// (attentionHeads, siluMul8). Either runs at every kernel level, so that
-// the levels still agree with each other. Quantised matmuls need no
-// flavour: ggml's x86 kernels for them are AVX2 in both builds
-// (quant_lanes.go).
+// (attentionHeads, siluMul8). Float-weight matmuls take the flavour's
+// tinyBLAS and vec_dot lanes (floatSum, kernels.go). Either runs at every
+// kernel level, so that the levels still agree with each other. Quantised
+// matmuls need no flavour: ggml's x86 kernels for them are AVX2 in both
+// builds (quant_lanes.go).
 
 // With its build's flavour glint's logits equal llama.cpp's to the bit on
 // the staged K-quant files and on Llama-3.2-1B-shaped K-quant files
@@ -49,6 +50,11 @@ func Flavour() string {
 	}
 	return "avx2"
 }
+
+// FloatOrder is the order (floatSum, kernels.go) in which the backend sums
+// a matmul of n tokens by m rows of k float weights, in the flavour's
+// build: other backends that give its bits take it (OpenCL's fs_t).
+func FloatOrder(n, k, m int) int { return int(floatSumFor(ggml512, n, k, m)) }
 
 // simd512 reports whether the AVX-512 flavour's C kernels may run at level l.
 func simd512(l simdLevel) bool { return l > simdOff && hostSIMD >= simdAVX512 }

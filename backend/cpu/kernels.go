@@ -37,62 +37,143 @@ func f16At(w []byte, i int) float32 {
 	return f16Table[uint16(w[2*i])|uint16(w[2*i+1])<<8]
 }
 
-// Float weights have two summation orders, one for decode and one for
-// prefill, and every kernel level reproduces the one it runs bit for bit
-// (the C kernels in simd.c add rounded products for F32 as these do; for
-// F16 and BF16 the activations are rounded to the weight's type first, so
-// each product is exact in float32 and a fused multiply-add gives the same
-// bits). Decode (dot) keeps 16 lanes, so that a row streams through vectors
-// with no transposing; the prefill GEMM keeps one sum per output in a
-// register lane as it sweeps k (dotChunk), so that its packed panels serve
-// many tokens. A token's logits may therefore differ in the last bits
-// between prefill and decode, as they do in llama.cpp; between levels they
-// do not.
+// Float weights are summed as llama.cpp's CPU build sums them (its
+// ggml_compute_forward_mul_mat), so that F16, BF16 and F32 files give its
+// logits. Its choice, per call: llamafile's tinyBLAS when it takes the call
+// (at least two tokens, k a multiple of its vector's KN floats, the rows a
+// multiple of 4: llamafile_sgemm), else ggml_vec_dot_* for every output.
+// Each is a fixed assignment of elements to float lanes, summed by fused
+// multiply-adds, and a fixed reduction (floatSum). The weights meet
+// activations rounded to F16 or BF16 for those types, as llama.cpp's
+// vec_dot_type rounds them; their products are then exact in float32, so a
+// fused multiply-add and a rounded product added give the same bits. Every
+// kernel level reproduces the Go kernels below bit for bit (simd.c).
+type floatSum uint8
 
-// dotChunk is the prefill order for one chunk (at most chunkElems
-// elements): the products added one after another, from zero. The prefill
-// adds the chunks' sums in sequence.
-func dotChunk(x, w []float32) float32 {
-	w = w[:len(x)]
-	var s float32
-	for i, v := range x {
-		// The conversion keeps the compiler from fusing the product into
-		// the add.
-		s += float32(v * w[i])
+const (
+	// sumVec8 is ggml_vec_dot_f16/f32/bf16 on AVX2: four 8-lane
+	// accumulators over 32-element steps (element i in lane i%32), folded
+	// and reduced, then the elements past the last step.
+	sumVec8 floatSum = iota
+	// sumVec16 is the same on AVX-512: four 16-lane accumulators over
+	// 64-element steps (BF16: two over 32-element steps, each reduced and
+	// added in float64).
+	sumVec16
+	// sumTiny8 is tinyBLAS on AVX2: one 8-lane accumulator over k, hsum8'd.
+	sumTiny8
+	// sumTiny16 is tinyBLAS on AVX-512: one 16-lane accumulator, reduce16'd.
+	sumTiny16
+)
+
+// floatSumFor is the order llama.cpp's build of the flavour (wide: AVX-512)
+// takes for a matmul of n tokens by m rows of k elements.
+func floatSumFor(wide bool, n, k, m int) floatSum {
+	kn, tiny, vec := 8, sumTiny8, sumVec8
+	if wide {
+		kn, tiny, vec = 16, sumTiny16, sumVec16
 	}
-	return s
+	if n >= 2 && k%kn == 0 && m%4 == 0 {
+		return tiny
+	}
+	return vec
+}
+
+// lanes is how many float lanes the order keeps for weight type dt: element
+// i of a row goes to lane i%lanes, up to the last whole step.
+func (s floatSum) lanes(dt dtype.Type) int {
+	switch s {
+	case sumTiny8:
+		return 8
+	case sumTiny16:
+		return 16
+	case sumVec16:
+		if dt == dtype.BF16 {
+			return 32
+		}
+		return 64
+	}
+	return 32
+}
+
+// finish reduces the lanes of one output and adds the products of the
+// elements past the last whole step (x, w: at most lanes-1 of them; tinyBLAS
+// has none).
+func (s floatSum) finish(dt dtype.Type, acc *[64]float32, x, w []float32) float32 {
+	switch s {
+	case sumTiny8:
+		return hsum8(*(*[8]float32)(acc[:8]))
+	case sumTiny16:
+		return reduce16((*[16]float32)(acc[:16]))
+	case sumVec8:
+		var v [4][8]float32
+		for j := range v {
+			v[j] = [8]float32(acc[8*j:])
+		}
+		if dt == dtype.BF16 {
+			// ggml_vec_dot_bf16 folds as F16 does but reduces as hsum8.
+			for l := range 8 {
+				v[0][l] = (v[0][l] + v[2][l]) + (v[1][l] + v[3][l])
+			}
+			return tailF64(float64(hsum8(v[0])), x, w)
+		}
+		r := reduce8Fold(&v)
+		if dt == dtype.F16 {
+			return tailF64(float64(r), x, w)
+		}
+		return tailF32(r, x, w)
+	}
+	if dt == dtype.BF16 {
+		sum := float64(reduce16((*[16]float32)(acc[:16])))
+		sum += float64(reduce16((*[16]float32)(acc[16:32])))
+		return tailF64(sum, x, w)
+	}
+	var v [4][16]float32
+	for j := range v {
+		v[j] = [16]float32(acc[16*j:])
+	}
+	return tail512(&v, x, w, dt == dtype.F16)
+}
+
+// tailF64 is vec_dot's F16 and BF16 remainder: the (exact) products added
+// to sum in float64.
+func tailF64(sum float64, x, w []float32) float32 {
+	for i, v := range x {
+		sum += float64(v * w[i])
+	}
+	return float32(sum)
+}
+
+// tailF32 is ggml_vec_dot_f32's remainder on AVX2 as gcc compiles it (see
+// dotVec8).
+func tailF32(r float32, x, w []float32) float32 {
+	n4 := len(x) &^ 3
+	for i := range n4 {
+		r += float32(x[i] * w[i])
+	}
+	for i := n4; i < len(x); i++ {
+		r = fmaf(x[i], w[i], r)
+	}
+	return r
+}
+
+// addLanes adds x[i]·w[i] into lane i%lanes of acc (len(x) a multiple of
+// lanes), by fused multiply-adds: for F32 weights in software (fmaf), for
+// F16 and BF16, whose products are exact, as a product added.
+func addLanes(acc *[64]float32, x, w []float32, lanes int, fused bool) {
+	w = w[:len(x)]
+	if fused {
+		for i, v := range x {
+			acc[i&(lanes-1)] = fmaf(v, w[i], acc[i&(lanes-1)])
+		}
+		return
+	}
+	for i, v := range x {
+		acc[i&(lanes-1)] += float32(v * w[i])
+	}
 }
 
 func bf16(lo, hi byte) float32 {
 	return math.Float32frombits(uint32(lo)<<16 | uint32(hi)<<24)
-}
-
-// dot is the decode order of a float-weight dot product (x and w one row
-// each): lane j of 16 sums the products of elements j, j+16, j+32, … in
-// sequence; then lanes j and j+8 are added, then j and j+4, j and j+2, and
-// the last two.
-func dot(dt dtype.Type, x []float32, w []byte, wf []float32) float32 {
-	var buf [chunkElems]float32
-	var s [16]float32
-	elemBytes := dt.BlockBytes() // float types: bytes per element
-	for c := 0; c < len(x); c += chunkElems {
-		cl := min(chunkElems, len(x)-c)
-		wc := buf[:cl]
-		if dt == dtype.F32 {
-			wc = wf[c : c+cl]
-		} else {
-			dequant(dt, wc, w[c*elemBytes:])
-		}
-		for i, v := range x[c : c+cl] {
-			s[i%16] += float32(v * wc[i]) // chunkElems is a multiple of 16
-		}
-	}
-	for h := 8; h > 0; h /= 2 {
-		for j := range h {
-			s[j] += s[j+h]
-		}
-	}
-	return s[0]
 }
 
 // dequant expands len(y) elements (whole blocks) of w, stored as dt, into y.

@@ -42,7 +42,9 @@ func matMulAt(t *testing.T, l simdLevel, threads int, dt dtype.Type, raw []byte,
 // at shapes with ragged edges: row counts that are not a multiple of the
 // 4-row tiles or 32-row panels, k with a short last 256-chunk (float types),
 // an odd number of 32-blocks (Q4_0/Q8_0: partial 4-block groups) or below
-// the 128 where the 512-bit decode kernels start. The level's own kernel
+// the 128 where the 512-bit decode kernels start; float weights in both
+// flavours' orders, vec_dot's (rows not a multiple of 4, k with a
+// remainder) and tinyBLAS's. The level's own kernel
 // differs from the Go one in every accumulator layout, so equality here
 // means the summation order is defined, not incidental. The activations are
 // scaled per row over several orders of magnitude, so that the float64
@@ -54,9 +56,9 @@ func TestMatMulLevelsBitExact(t *testing.T) {
 	}
 	type shape struct{ m, k int }
 	shapes := map[dtype.Type][]shape{
-		dtype.F32:    {{45, 600}, {7, 37}},
-		dtype.F16:    {{45, 600}, {33, 1000}},
-		dtype.BF16:   {{45, 600}, {5, 300}},
+		dtype.F32:    {{45, 600}, {7, 37}, {48, 600}, {12, 1000}},
+		dtype.F16:    {{45, 600}, {33, 1000}, {48, 600}, {12, 1000}, {8, 72}},
+		dtype.BF16:   {{45, 600}, {5, 300}, {48, 600}, {12, 1000}},
 		dtype.Q8_0:   {{45, 608}, {13, 96}},
 		dtype.Q4_0:   {{45, 608}, {13, 96}, {70, 2048}, {64, 608}, {24, 96}, {72, 2048}},
 		dtype.Q6_K:   {{45, 768}, {9, 256}},
@@ -84,20 +86,98 @@ func TestMatMulLevelsBitExact(t *testing.T) {
 				}
 				// A zero block: its scale is 0 and so is its contribution.
 				clear(x[:min(32, s.k)])
-				want := matMulAt(t, simdOff, 2, dt, raw, s.m, s.k, n, x)
-				for _, l := range levels[1:] {
-					t.Run(fmt.Sprintf("%v/%dx%d/n=%d/%v", dt, s.m, s.k, n, l), func(t *testing.T) {
-						// One thread and two: the split of rows must not matter.
-						for _, threads := range []int{1, 2} {
-							got := matMulAt(t, l, threads, dt, raw, s.m, s.k, n, x)
-							for i, g := range got {
-								if math.Float32bits(g) != math.Float32bits(want[i]) {
-									t.Fatalf("%d threads: dst[%d,%d] = %v (%#08x), go level %v (%#08x)", threads,
-										i/s.m, i%s.m, g, math.Float32bits(g), want[i], math.Float32bits(want[i]))
-								}
-							}
+				flavours := []bool{ggml512}
+				if !dt.Quantized() {
+					flavours = []bool{false, true}
+				}
+				for _, f := range flavours {
+					levelsBitExact(t, levels, f, dt, raw, s.m, s.k, n, x)
+				}
+			}
+		}
+	}
+}
+
+// levelsBitExact checks one matmul at every level against the Go path's
+// bits, in the flavour wide (ggml512).
+func levelsBitExact(t *testing.T, levels []simdLevel, wide bool, dt dtype.Type, raw []byte, m, k, n int, x []float32) {
+	saved := ggml512
+	defer func() { ggml512 = saved }()
+	ggml512 = wide
+	want := matMulAt(t, simdOff, 2, dt, raw, m, k, n, x)
+	for _, l := range levels[1:] {
+		t.Run(fmt.Sprintf("%v/%dx%d/n=%d/%v/%v", dt, m, k, n, l, Flavour()), func(t *testing.T) {
+			// One thread and two: the split of rows must not matter.
+			for _, threads := range []int{1, 2} {
+				got := matMulAt(t, l, threads, dt, raw, m, k, n, x)
+				for i, g := range got {
+					if math.Float32bits(g) != math.Float32bits(want[i]) {
+						t.Fatalf("%d threads: dst[%d,%d] = %v (%#08x), go level %v (%#08x)", threads,
+							i/m, i%m, g, math.Float32bits(g), want[i], math.Float32bits(want[i]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFloatSumIsGgmls checks the float-weight matmul's outputs against
+// ggml's dot products as the attention reproduces them (written apart, from
+// vec.h and sgemm.cpp): ggml_vec_dot_f16/f32 (dotVec8, dotVec512) wherever
+// llama.cpp runs vec_dot, tinyBLAS (dot8, dotTiny) where llamafile_sgemm
+// takes the call (n ≥ 2, k a multiple of its vector, rows a multiple of 4).
+func TestFloatSumIsGgmls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	cases := []struct {
+		m, k, n int
+		tiny    [2]bool // per flavour: avx2, avx512
+	}{
+		{8, 64, 1, [2]bool{false, false}},
+		{8, 64, 3, [2]bool{true, true}},
+		{8, 72, 3, [2]bool{true, false}},
+		{9, 64, 3, [2]bool{false, false}},
+		{12, 100, 2, [2]bool{false, false}},
+		{4, 1000, 5, [2]bool{true, false}},
+	}
+	for _, dt := range []dtype.Type{dtype.F32, dtype.F16} {
+		for _, c := range cases {
+			raw := backendtest.RandomWeight(t, rng, dt, c.m, c.k)
+			wf := make([]float32, c.m*c.k)
+			for o := range c.m {
+				rb, _ := dt.RowBytes(c.k)
+				dtype.DequantizeRow(dt, wf[o*c.k:(o+1)*c.k], raw[o*rb:])
+			}
+			x := make([]float32, c.n*c.k)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			xr := append([]float32(nil), x...)
+			if dt == dtype.F16 {
+				dtype.RoundActivations(dt, xr, xr)
+			}
+			for fi, wide := range []bool{false, true} {
+				saved := ggml512
+				ggml512 = wide
+				got := matMulAt(t, simdOff, 1, dt, raw, c.m, c.k, c.n, x)
+				ggml512 = saved
+				for i := range c.n {
+					for o := range c.m {
+						w, xi := wf[o*c.k:(o+1)*c.k], xr[i*c.k:(i+1)*c.k]
+						var want float32
+						switch {
+						case c.tiny[fi] && wide:
+							want = dotTiny(w, xi)
+						case c.tiny[fi]:
+							want = dot8(w, xi)
+						case wide:
+							want = dotVec512(w, xi, dt == dtype.F16)
+						default:
+							want = dotVec8(w, xi, dt == dtype.F16)
 						}
-					})
+						if g := got[i*c.m+o]; math.Float32bits(g) != math.Float32bits(want) {
+							t.Fatalf("%v %dx%d n=%d avx512 %v: dst[%d,%d] = %v, ggml's %v", dt, c.m, c.k, c.n, wide, i, o, g, want)
+						}
+					}
 				}
 			}
 		}

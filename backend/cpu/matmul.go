@@ -11,8 +11,8 @@ const (
 	// the tile's activations (tokenTile × chunk floats) stay in L2.
 	tokenTile = 32
 	// chunkElems is the k-chunk the portable float path dequantises at
-	// once, and the unit of the prefill summation order (see dotChunk): it
-	// must equal KC in simd.c, and be a multiple of dot's 16 lanes.
+	// once: a multiple of every floatSum's lanes, so that a chunk starts
+	// at lane 0.
 	chunkElems = 256
 	// rowTile is the number of weight rows the quantised SIMD kernels
 	// process together (sharing each activation block), so work is split
@@ -67,14 +67,15 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		return
 	}
 	t := &b.pool.task
-	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a}
+	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a,
+		sum: floatSumFor(ggml512, n, k, m)}
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd
 	}
 	// About four chunks per thread even out threads slowed down by others
-	// on the machine; the SIMD prefill kernel for float weights works on
-	// panels of 32 rows, the quantised ones on tiles of rowTile rows, so
-	// chunks are whole panels or tiles.
+	// on the machine; the quantised SIMD kernels work on tiles of rowTile
+	// rows, so chunks are whole tiles, and float prefill chunks are whole
+	// tiles of tinyBLAS's 4 rows (and 32-row panels for the cache).
 	t.grain = b.grainFor(m)
 	if n == 1 {
 		// Decode streams the weight once: one contiguous share per thread
@@ -167,9 +168,8 @@ func quantizeRows(t *task, lo, hi int) {
 }
 
 // matMulRows computes output columns lo…hi-1 for every token. The portable
-// prefill with float weights dequantises a chunk of the row once and reuses
-// it for a tile of tokens (summing in dotChunk's order); decode sums in
-// dot's.
+// path with float weights dequantises a chunk of a row once and adds it into
+// the lanes (floatSum) of a tile of tokens.
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
 	rowBytes, _ := t.wt.RowBytes(k)
@@ -187,22 +187,14 @@ func matMulRows(t *task, lo, hi int) {
 		return
 	}
 	if t.simd > simdOff {
-		simdMatMat(t.simd, t, rowBytes, lo, hi)
-		return
-	}
-	if n == 1 {
-		x := t.x[:k]
-		for o := lo; o < hi; o++ {
-			var wf []float32
-			if t.wt == dtype.F32 {
-				wf = t.y[o*k : (o+1)*k]
-			}
-			t.dst[o] = dot(t.wt, x, t.w[o*rowBytes:(o+1)*rowBytes], wf)
-		}
+		simdMatMat(t, rowBytes, lo, hi)
 		return
 	}
 	var buf [chunkElems]float32
-	var acc [tokenTile]float32
+	var acc [tokenTile][64]float32
+	lanes := t.sum.lanes(t.wt)
+	np := k &^ (lanes - 1) // the elements in whole steps; the rest are finish's
+	fused := t.wt == dtype.F32
 	elemBytes := t.wt.BlockBytes() // float types: bytes per element
 	for o := lo; o < hi; o++ {
 		row := t.w[o*rowBytes : (o+1)*rowBytes]
@@ -218,13 +210,23 @@ func matMulRows(t *task, lo, hi int) {
 					wc = buf[:cl]
 					dequant(t.wt, wc, row[c*elemBytes:])
 				}
-				xs := t.x[t0*k+c:]
+				// chunkElems is a multiple of every lane count, so a chunk
+				// starts at lane 0.
+				whole := max(0, min(cl, np-c))
 				for i := range nt {
-					acc[i] += dotChunk(xs[i*k:i*k+cl], wc)
+					xs := t.x[(t0+i)*k+c:]
+					if whole > 0 {
+						addLanes(&acc[i], xs[:whole], wc, lanes, fused)
+					}
+					if c+cl == k {
+						t.dst[(t0+i)*m+o] = t.sum.finish(t.wt, &acc[i], xs[whole:cl], wc[whole:cl])
+					}
 				}
 			}
-			for i := range nt {
-				t.dst[(t0+i)*m+o] = acc[i]
+			if k == 0 {
+				for i := range nt {
+					t.dst[(t0+i)*m+o] = 0
+				}
 			}
 		}
 	}

@@ -114,14 +114,6 @@ INLINE A2 __m256 round_f16_8(__m256 x) {
 	return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-// reduce8 is GGML_F32x8_REDUCE after its folds: the halves added, then two
-// horizontal adds, (0+1)+(2+3) (reduce8Fold in attention.go).
-INLINE A2 float reduce8(__m256 x) {
-	__m128 t = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-	t = _mm_hadd_ps(t, t);
-	return _mm_cvtss_f32(_mm_hadd_ps(t, t));
-}
-
 // dot_vec8 is ggml_vec_dot_f16 / ggml_vec_dot_f32 on AVX2 (dotVec8): k
 // holds n cache values (f16 where half), q n floats. The F32 remainder's
 // products are rounded before they are added (_mm_mul_ss, _mm_add_ss: a
@@ -481,13 +473,6 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 }
 
 // ---------------------------------------------------------------- RoPE
-
-// rounded is x, a product rounded to float, kept from being contracted
-// into the fused multiply-add it feeds (as mul_rounded2 in simd.c).
-INLINE float rounded(float x) {
-	__asm__("" : "+x"(x));
-	return x;
-}
 
 // rope2 is RoPE's Go loop with the C library's cosf and sinf called
 // directly and the hardware's fused multiply-add, which rounds once as

@@ -43,6 +43,7 @@ type task struct {
 	out       []byte // kCopyBytes: the destination of w
 	wt        dtype.Type
 	simd      simdLevel  // matmul kernels to use
+	sum       floatSum   // kMatMul with float weights: their summation order
 	act       *acts      // quantised activations (quantised weights)
 	at        dtype.Type // kQuantize: activation type
 	off       int32      // kQuantize: correction offset (actOffset)

@@ -5,9 +5,7 @@
 //
 // Float weights (F32, F16, BF16) meet float32 activations (rounded to F16
 // or BF16 for those weights) and are widened exactly; every output is summed
-// in the Go reference's order (kernels.go): for prefill sequentially within
-// each chunk of KC elements, chunk sums added in sequence, which is the
-// order the GEMM below keeps in its registers; for decode in 16 lanes.
+// in the Go reference's order (kernels.go, floatSum: llama.cpp's).
 // Quantised weights meet activations quantised as dtype.RoundActivations
 // defines (llama.cpp's arithmetic): each block's dot product is exact in
 // integers. Q4_0 matrices of a multiple of 8 rows add each block's
@@ -56,546 +54,28 @@ int glint_simd_level(void) {
 	return 1;
 }
 
-// ---------------------------------------------------------------- helpers
-
-// mul_rounded5 and mul_rounded2 are a product rounded to float32 that the
-// compiler may not contract with the add that follows into an FMA (GCC does
-// by default): the F32 kernels add rounded products, as the Go reference
-// does. The empty asm makes the product opaque and costs no instruction.
-INLINE A5 __m512 mul_rounded5(__m512 a, __m512 b) {
-	__m512 p = _mm512_mul_ps(a, b);
-	__asm__("" : "+v"(p));
-	return p;
-}
-
-INLINE A2 __m256 mul_rounded2(__m256 a, __m256 b) {
-	__m256 p = _mm256_mul_ps(a, b);
-	__asm__("" : "+x"(p));
-	return p;
-}
-
-
-// bf16x8 widens 8 BF16 values to floats (exactly).
-INLINE A2 __m256 bf16x8(const uint8_t *p) {
-	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-	return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-// ---------------------------------------------------------------- prefill
+// ---------------------------------------------------------------- float weights
 //
-// Prefill with float weights is blocked as in Goto's GEMM. A panel of R
-// weight rows (32 for AVX-512, 16 for AVX2) × KC elements of k is widened to
-// float32 and transposed once (panel[kk*R + r]), then stays in L1 while the
-// tokens stream past it: a micro-kernel keeps T tokens × R rows of sums in
-// registers, loading R/16 (R/8) vectors of the panel and broadcasting T
-// activations per k. Within a block of MC rows the k-chunks go outermost, so
-// that every panel of the block reuses the same chunk of the activations
-// (NT tokens × KC floats) and the block's partial sums (NT × MC floats)
-// from L2, instead of each panel sweeping all of x again from L3 (4 MiB at
-// k = 8192, more than L2). The chunk of activations is copied to a buffer
-// whose rows are XLD floats apart: rows of x are k floats apart, a multiple
-// of 4 KiB for every model, which maps a token tile's rows to the same
-// cache sets, so that they evict each other and the panel.
+// Float weights (F32, F16, BF16) are summed in llama.cpp's orders (kernels.go,
+// floatSum): every output keeps float lanes, element i of a row in lane
+// i % W, summed by fused multiply-adds (the F16 and BF16 products, over
+// activations rounded to their type, are exact, so the Go kernels' rounded
+// products added are the same), then reduced and its remainder added as the
+// Go finish does. The 16-lane orders (llama.cpp's AVX-512 build) run here
+// in pairs of 8-lane vectors, whose lane-wise arithmetic is the same, so
+// both flavours run on any AVX2 CPU.
 
-// KC is the k-chunk of a panel: 32 rows × KC floats = 32 KiB, within L1
-// (48 KiB) with room for the activations streaming past.
-#define KC 256
-// MC rows share one pass over the activations; NT tokens at most are in
-// that pass, so that the chunk of activations (NT × XLD floats) and of
-// partial sums (NT × MC floats) stay within L2 for any batch.
-#define MC 256
-#define NT 256
-#define XLD (KC + 16)
-
-// pack_fn fills a panel (see pack5); tiles_fn runs the micro-kernels for
-// one panel over n tokens whose chunk of activations starts at xc, row t
-// at xc + t*ldx, adding into dst (or writing, for the first chunk).
-typedef void (*pack_fn)(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel);
-typedef void (*tiles_fn)(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m,
-                         int o0, int rows, int first);
-
-// TG tokens run between two slices of the prefetches (see prefetcher): a
-// multiple of both micro-kernels' widths (12 and 6).
-#define TG 24
-
-// A prefetcher asks, a slice at a time, for the panel at (o0, c) to be
-// brought into L2 while the current panel is in use. Weights come from
-// memory, and a panel is R short runs of rows, which the hardware
-// prefetchers pick up late; asking for all of it at once would stall on
-// the few line-fill buffers that software prefetches occupy.
-typedef struct {
-	const char *base;
-	size_t rowBytes;
-	int lines; // per row
-	int next, total;
-} prefetcher;
-
-static void pf_init(prefetcher *p, int R, int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c,
-                    int k) {
-	size_t es = type == T_F32 ? 4 : 2;
-	int rows = hi - o0 < R ? hi - o0 : R;
-	p->base = (const char *)(w + (size_t)o0 * rowBytes + es * (size_t)c);
-	p->rowBytes = rowBytes;
-	p->lines = (int)((es * (size_t)(k - c < KC ? k - c : KC) + 63) / 64);
-	p->next = 0;
-	p->total = rows * p->lines;
-}
-
-static void pf_step(prefetcher *p, int count) {
-	for (; count > 0 && p->next < p->total; count--, p->next++) {
-		int r = p->next / p->lines, l = p->next % p->lines;
-		_mm_prefetch(p->base + (size_t)r * p->rowBytes + 64 * (size_t)l, _MM_HINT_T1);
-	}
-}
-
-// matmat_float is the loop nest above, for panels of R rows; panel has room
-// for R × KC floats.
-static void matmat_float(int R, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
-                         int lo, int hi, float *dst, int m, pack_fn pack, tiles_fn tiles, float *panel) {
-	if (k <= 0) {
-		// No chunk would write dst: the sums are empty.
-		for (int t = 0; t < n; t++) {
-			memset(dst + (size_t)t * m + lo, 0, sizeof(float) * (size_t)(hi - lo));
-		}
-		return;
-	}
-	int nt = n < NT ? n : NT;
-	// Without the buffer the kernels read x in place, only slower.
-	float *xs = aligned_alloc(64, sizeof(float) * XLD * (size_t)nt);
-	for (int ob = lo; ob < hi; ob += MC) {
-		int obe = ob + MC < hi ? ob + MC : hi;
-		for (int t0 = 0; t0 < n; t0 += NT) {
-			int tn = n - t0 < NT ? n - t0 : NT;
-			for (int c = 0; c < k; c += KC) {
-				int len = k - c < KC ? k - c : KC;
-				const float *xc = x + (size_t)t0 * k + c;
-				size_t ldx = (size_t)k;
-				if (xs != NULL) {
-					for (int t = 0; t < tn; t++) {
-						memcpy(xs + (size_t)t * XLD, xc + (size_t)t * k, sizeof(float) * (size_t)len);
-					}
-					xc = xs;
-					ldx = XLD;
-				}
-				for (int o0 = ob; o0 < obe; o0 += R) {
-					pack(w, rowBytes, o0, hi, c, len, panel);
-					// The panel packed next, in this loop order.
-					prefetcher pf = {0};
-					if (o0 + R < obe) {
-						pf_init(&pf, R, type, w, rowBytes, o0 + R, hi, c, k);
-					} else if (c + KC < k) {
-						pf_init(&pf, R, type, w, rowBytes, ob, hi, c + KC, k);
-					} else if (t0 + NT < n) {
-						pf_init(&pf, R, type, w, rowBytes, ob, hi, 0, k);
-					} else if (obe < hi) {
-						pf_init(&pf, R, type, w, rowBytes, obe, hi, 0, k);
-					}
-					int groups = (tn + TG - 1) / TG, slice = (pf.total + groups - 1) / groups;
-					for (int t = 0; t < tn; t += TG) {
-						pf_step(&pf, slice);
-						tiles(panel, len, xc + (size_t)t * ldx, ldx, tn - t < TG ? tn - t : TG,
-						      dst + (size_t)(t0 + t) * m, m, o0, hi - o0 < R ? hi - o0 : R, c == 0);
-					}
-				}
-			}
-		}
-	}
-	free(xs);
-}
-
-// tr16 transposes the 16 × 16 matrix whose rows are v[0…15].
-INLINE A5 void tr16(__m512 v[16]) {
-	__m512 t[16];
-	for (int i = 0; i < 16; i += 2) {
-		t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-		t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-	}
-	// u[4i+j] holds, in 128-bit lane L, rows 4i…4i+3 of column 4L+j.
-	__m512 u[16];
-	for (int i = 0; i < 16; i += 4) {
-		__m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
-		__m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
-		u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-		u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-		u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-		u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-	}
-	for (int j = 0; j < 4; j++) {
-		__m512 a = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
-		__m512 b = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
-		__m512 c = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(2, 0, 2, 0));
-		__m512 d = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 1, 3, 1));
-		v[j] = _mm512_shuffle_f32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0));
-		v[4 + j] = _mm512_shuffle_f32x4(b, d, _MM_SHUFFLE(2, 0, 2, 0));
-		v[8 + j] = _mm512_shuffle_f32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1));
-		v[12 + j] = _mm512_shuffle_f32x4(b, d, _MM_SHUFFLE(3, 1, 3, 1));
-	}
-}
-
-// wide16 loads the elements at p that mk selects (zero elsewhere) as
-// floats, rounded exactly as the reference dequantisation rounds them.
-INLINE A5 __m512 wide16(int type, const uint8_t *p, __mmask16 mk) {
-	switch (type) {
-	case T_F32:
-		return _mm512_maskz_loadu_ps(mk, p);
-	case T_F16:
-		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, p));
-	default:
-		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, p)), 16));
-	}
-}
-
-// wide16u is wide16 of 16 whole elements: no mask, which some CPUs load
-// more slowly.
-INLINE A5 __m512 wide16u(int type, const uint8_t *p) {
-	switch (type) {
-	case T_F32:
-		return _mm512_loadu_ps(p);
-	case T_F16:
-		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-	default:
-		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-	}
-}
-
-// pack5 fills panel[kk*32 + r] with element c+kk of row o0+r for kk < len,
-// zero for rows at or past hi, 16 rows × 16 elements at a time: the register
-// transpose costs four shuffles per vector, where a store per element made
-// packing a fifth of the time at 128 tokens.
-INLINE A5 void pack5(int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	size_t es = type == T_F32 ? 4 : 2;
-	for (int g = 0; g < 32; g += 16) {
-		int nr = hi - o0 - g < 0 ? 0 : hi - o0 - g > 16 ? 16 : hi - o0 - g;
-		const uint8_t *base = w + (size_t)(o0 + g) * rowBytes + es * (size_t)c;
-		for (int kk = 0; kk < len; kk += 16) {
-			int cnt = len - kk < 16 ? len - kk : 16;
-			__mmask16 mk = (__mmask16)((1u << cnt) - 1);
-			__m512 v[16];
-			for (int r = 0; r < 16; r++) {
-				v[r] = r < nr ? wide16(type, base + r * rowBytes + es * kk, mk) : _mm512_setzero_ps();
-			}
-			tr16(v);
-			for (int j = 0; j < cnt; j++) {
-				_mm512_store_ps(panel + (size_t)(kk + j) * 32 + g, v[j]);
-			}
-		}
-	}
-}
-
-static A5 void pack5_f32(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	pack5(T_F32, w, rowBytes, o0, hi, c, len, panel);
-}
-static A5 void pack5_f16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	pack5(T_F16, w, rowBytes, o0, hi, c, len, panel);
-}
-static A5 void pack5_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	pack5(T_BF16, w, rowBytes, o0, hi, c, len, panel);
-}
-
-// The AVX-512 micro-kernel: T tokens × 2 vectors of rows, accumulating over
-// the chunk in registers and then adding into dst (which the first chunk
-// writes).
-#define T5 12
-INLINE A5 void kern_avx512(int T, int fused, const float *panel, int len, const float *xc, size_t ldx, float *dst,
-                           int m, int o0, __mmask16 m0, __mmask16 m1, int first) {
-	__m512 acc[T5][2];
-	for (int t = 0; t < T; t++) {
-		acc[t][0] = _mm512_setzero_ps();
-		acc[t][1] = _mm512_setzero_ps();
-	}
-	for (int kk = 0; kk < len; kk++) {
-		__m512 w0 = _mm512_load_ps(panel + kk * 32), w1 = _mm512_load_ps(panel + kk * 32 + 16);
-		for (int t = 0; t < T; t++) {
-			__m512 xv = _mm512_set1_ps(xc[(size_t)t * ldx + kk]);
-			if (fused) {
-				acc[t][0] = _mm512_fmadd_ps(w0, xv, acc[t][0]);
-				acc[t][1] = _mm512_fmadd_ps(w1, xv, acc[t][1]);
-			} else {
-				acc[t][0] = _mm512_add_ps(acc[t][0], mul_rounded5(w0, xv));
-				acc[t][1] = _mm512_add_ps(acc[t][1], mul_rounded5(w1, xv));
-			}
-		}
-	}
-	// Every load before any store: rows of dst are m floats apart, often a
-	// multiple of 4 KiB, and a load after a store to such an address waits
-	// for the store (4K aliasing).
-	if (!first) {
-		for (int t = 0; t < T; t++) {
-			const float *d = dst + (size_t)t * m + o0;
-			acc[t][0] = _mm512_add_ps(acc[t][0], _mm512_maskz_loadu_ps(m0, d));
-			acc[t][1] = _mm512_add_ps(acc[t][1], _mm512_maskz_loadu_ps(m1, d + 16));
-		}
-	}
-	for (int t = 0; t < T; t++) {
-		float *d = dst + (size_t)t * m + o0;
-		_mm512_mask_storeu_ps(d, m0, acc[t][0]);
-		_mm512_mask_storeu_ps(d + 16, m1, acc[t][1]);
-	}
-}
-
-// TILES5 defines the panel sweep with the fused (F16, BF16: their products
-// of rounded activations are exact, so an FMA rounds as the reference's
-// separate multiply and add) or the unfused kernel (F32).
-#define TILES5(name, fused)                                                                                    \
-	static A5 void name(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m,    \
-	                    int o0, int rows, int first) {                                                        \
-		__mmask16 m0 = rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1);                                   \
-		__mmask16 m1 = rows <= 16 ? 0 : rows >= 32 ? 0xFFFF : (__mmask16)((1u << (rows - 16)) - 1);           \
-		int t = 0;                                                                                            \
-		for (; t + T5 <= n; t += T5) {                                                                        \
-			kern_avx512(T5, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1,  \
-			            first);                                                                               \
-		}                                                                                                     \
-		switch (n - t) {                                                                                      \
-			CASE5(1, fused) CASE5(2, fused) CASE5(3, fused) CASE5(4, fused) CASE5(5, fused) CASE5(6, fused)    \
-			CASE5(7, fused) CASE5(8, fused) CASE5(9, fused) CASE5(10, fused) CASE5(11, fused)                  \
-		}                                                                                                     \
-	}
-#define CASE5(T, fused)                                                                                        \
-	case T:                                                                                                   \
-		kern_avx512(T, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, m0, m1, first); \
-		break;
-TILES5(tiles5, 1)
-TILES5(tiles5_f32, 0)
-#undef CASE5
-#undef TILES5
-
-static A5 void matmat_avx512(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
-                             int lo, int hi, float *dst, int m) {
-	float panel[KC * 32] __attribute__((aligned(64)));
-	pack_fn pack = type == T_F32 ? pack5_f32 : type == T_F16 ? pack5_f16 : pack5_bf16;
-	matmat_float(32, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, type == T_F32 ? tiles5_f32 : tiles5, panel);
-}
-
-// Decode with float weights has an order of its own, the reference's
-// (kernels.go, dot): 16 lanes, lane j summing the products of elements
-// j, j+16, j+32, … in sequence, then lanes j and j+8 added, and so on down
-// to one (hsum8's tree after one 16 → 8 step). Each row is read as one
-// stream, 16 elements at a time, four rows at once for four independent
-// dependency chains; the sequential order of prefill would need a transpose
-// per element, which measured three times slower than memory delivers.
+// The orders, as floatSum numbers them.
+#define S_VEC8 0
+#define S_VEC16 1
+#define S_TINY8 2
+#define S_TINY16 3
 
 // PF_DIST is how far ahead of each row the decode kernels prefetch: the
-// hardware prefetchers stop at each 4 KiB page.
+// hardware prefetchers alone left a single thread short of memory's speed.
 #define PF_DIST 4096
 
-// lanes16 reduces 16 lane sums (lo: lanes 0-7, hi: 8-15) in the
-// reference's order.
-INLINE A2 float lanes16(__m256 lo, __m256 hi) { return hsum8(_mm256_add_ps(lo, hi)); }
-
-INLINE A5 void mv5_rows(int R, int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes,
-                        float *dst) {
-	size_t es = type == T_F32 ? 4 : 2;
-	__m512 a[4];
-	for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
-	int i = 0;
-	// 64 elements of a row per step: each row is read in whole cache lines
-	// (two for F16 and BF16, four for F32), which keeps the memory streams
-	// long. The four vectors of a row go into its one accumulator in turn.
-	for (; i + 64 <= k; i += 64) {
-		__m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
-		__m512 x2 = _mm512_loadu_ps(x + i + 32), x3 = _mm512_loadu_ps(x + i + 48);
-		for (int r = 0; r < R; r++) {
-			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
-			for (size_t l = 0; l < 64 * es; l += 64) {
-				_mm_prefetch((const char *)(p + PF_DIST + l), _MM_HINT_T0);
-			}
-			__m512 w0 = wide16u(type, p), w1 = wide16u(type, p + 16 * es);
-			__m512 w2 = wide16u(type, p + 32 * es), w3 = wide16u(type, p + 48 * es);
-			if (fused) {
-				a[r] = _mm512_fmadd_ps(w0, x0, a[r]);
-				a[r] = _mm512_fmadd_ps(w1, x1, a[r]);
-				a[r] = _mm512_fmadd_ps(w2, x2, a[r]);
-				a[r] = _mm512_fmadd_ps(w3, x3, a[r]);
-			} else {
-				a[r] = _mm512_add_ps(a[r], mul_rounded5(w0, x0));
-				a[r] = _mm512_add_ps(a[r], mul_rounded5(w1, x1));
-				a[r] = _mm512_add_ps(a[r], mul_rounded5(w2, x2));
-				a[r] = _mm512_add_ps(a[r], mul_rounded5(w3, x3));
-			}
-		}
-	}
-	for (; i < k; i += 16) {
-		// The missing lanes of a short last vector add +0, which changes no
-		// sum.
-		__mmask16 mk = k - i >= 16 ? 0xFFFF : (__mmask16)((1u << (k - i)) - 1);
-		__m512 xv = _mm512_maskz_loadu_ps(mk, x + i);
-		for (int r = 0; r < R; r++) {
-			__m512 wv = wide16(type, w + r * rowBytes + es * (size_t)i, mk);
-			a[r] = fused ? _mm512_fmadd_ps(wv, xv, a[r]) : _mm512_add_ps(a[r], mul_rounded5(wv, xv));
-		}
-	}
-	for (int r = 0; r < R; r++) {
-		dst[r] = lanes16(_mm512_castps512_ps256(a[r]), _mm512_extractf32x8_ps(a[r], 1));
-	}
-}
-
-INLINE A5 void matvec5(int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                       float *dst) {
-	for (int o = lo; o < hi; o += 4) {
-		const uint8_t *wr = w + (size_t)o * rowBytes;
-		switch (hi - o < 4 ? hi - o : 4) {
-		case 1: mv5_rows(1, type, fused, x, k, wr, rowBytes, dst + o); break;
-		case 2: mv5_rows(2, type, fused, x, k, wr, rowBytes, dst + o); break;
-		case 3: mv5_rows(3, type, fused, x, k, wr, rowBytes, dst + o); break;
-		default: mv5_rows(4, type, fused, x, k, wr, rowBytes, dst + o); break;
-		}
-	}
-}
-
-static A5 void matvec5_f32(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
-	matvec5(T_F32, 0, x, k, w, rowBytes, lo, hi, dst);
-}
-static A5 void matvec5_f16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
-	matvec5(T_F16, 1, x, k, w, rowBytes, lo, hi, dst);
-}
-static A5 void matvec5_bf16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
-	matvec5(T_BF16, 1, x, k, w, rowBytes, lo, hi, dst);
-}
-
-// tr8 transposes the 8 × 8 matrix whose rows are v[0…7].
-INLINE A2 void tr8(__m256 v[8]) {
-	__m256 t[8], s[8];
-	for (int i = 0; i < 8; i += 2) {
-		t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-		t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-	}
-	// s[4h+j] holds, in 128-bit lane L, rows 4h…4h+3 of column 4L+j.
-	for (int h = 0; h < 8; h += 4) {
-		s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-		s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-		s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-		s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-	}
-	for (int j = 0; j < 4; j++) {
-		v[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
-		v[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
-	}
-}
-
-// wide8 loads cnt (≤ 8) elements at p as floats, zero past them.
-INLINE A2 __m256 wide8(int type, const uint8_t *p, int cnt) {
-	uint8_t tail[32];
-	if (cnt < 8) {
-		size_t es = type == T_F32 ? 4 : 2;
-		memset(tail, 0, sizeof tail);
-		memcpy(tail, p, es * (size_t)cnt);
-		p = tail;
-	}
-	switch (type) {
-	case T_F32:
-		return _mm256_loadu_ps((const float *)p);
-	case T_F16:
-		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-	default:
-		return bf16x8(p);
-	}
-}
-
-// pack2 is pack5 for the AVX2 kernels: panel[kk*16 + r], 8 × 8 at a time.
-INLINE A2 void pack2(int type, const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	size_t es = type == T_F32 ? 4 : 2;
-	for (int g = 0; g < 16; g += 8) {
-		int nr = hi - o0 - g < 0 ? 0 : hi - o0 - g > 8 ? 8 : hi - o0 - g;
-		const uint8_t *base = w + (size_t)(o0 + g) * rowBytes + es * (size_t)c;
-		for (int kk = 0; kk < len; kk += 8) {
-			int cnt = len - kk < 8 ? len - kk : 8;
-			__m256 v[8];
-			for (int r = 0; r < 8; r++) {
-				v[r] = r < nr ? wide8(type, base + r * rowBytes + es * kk, cnt) : _mm256_setzero_ps();
-			}
-			tr8(v);
-			for (int j = 0; j < cnt; j++) {
-				_mm256_store_ps(panel + (size_t)(kk + j) * 16 + g, v[j]);
-			}
-		}
-	}
-}
-
-static A2 void pack2_f32(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	pack2(T_F32, w, rowBytes, o0, hi, c, len, panel);
-}
-static A2 void pack2_f16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	pack2(T_F16, w, rowBytes, o0, hi, c, len, panel);
-}
-static A2 void pack2_bf16(const uint8_t *w, size_t rowBytes, int o0, int hi, int c, int len, float *panel) {
-	pack2(T_BF16, w, rowBytes, o0, hi, c, len, panel);
-}
-
-// The AVX2 micro-kernel has 16 registers: 6 tokens × 2 vectors of 8 rows.
-#define T2 6
-INLINE A2 void kern_avx2(int T, int fused, const float *panel, int len, const float *xc, size_t ldx, float *dst,
-                         int m, int o0, int rows, int first) {
-	__m256 acc[T2][2];
-	UNROLL
-	for (int t = 0; t < T; t++) {
-		acc[t][0] = _mm256_setzero_ps();
-		acc[t][1] = _mm256_setzero_ps();
-	}
-	for (int kk = 0; kk < len; kk++) {
-		__m256 w0 = _mm256_load_ps(panel + kk * 16), w1 = _mm256_load_ps(panel + kk * 16 + 8);
-		UNROLL
-		for (int t = 0; t < T; t++) {
-			__m256 xv = _mm256_broadcast_ss(xc + (size_t)t * ldx + kk);
-			if (fused) {
-				acc[t][0] = _mm256_fmadd_ps(w0, xv, acc[t][0]);
-				acc[t][1] = _mm256_fmadd_ps(w1, xv, acc[t][1]);
-			} else {
-				acc[t][0] = _mm256_add_ps(acc[t][0], mul_rounded2(w0, xv));
-				acc[t][1] = _mm256_add_ps(acc[t][1], mul_rounded2(w1, xv));
-			}
-		}
-	}
-	if (rows == 16) {
-		// As in kern_avx512: every load before any store.
-		if (!first) {
-			UNROLL
-			for (int t = 0; t < T; t++) {
-				const float *d = dst + (size_t)t * m + o0;
-				acc[t][0] = _mm256_add_ps(acc[t][0], _mm256_loadu_ps(d));
-				acc[t][1] = _mm256_add_ps(acc[t][1], _mm256_loadu_ps(d + 8));
-			}
-		}
-		UNROLL
-		for (int t = 0; t < T; t++) {
-			float *d = dst + (size_t)t * m + o0;
-			_mm256_storeu_ps(d, acc[t][0]);
-			_mm256_storeu_ps(d + 8, acc[t][1]);
-		}
-		return;
-	}
-	UNROLL
-	for (int t = 0; t < T; t++) {
-		float *d = dst + (size_t)t * m + o0;
-		float out[16];
-		_mm256_storeu_ps(out, acc[t][0]);
-		_mm256_storeu_ps(out + 8, acc[t][1]);
-		for (int r = 0; r < rows; r++) {
-			d[r] = first ? out[r] : d[r] + out[r];
-		}
-	}
-}
-
-// TILES2 is TILES5 for the AVX2 kernel.
-#define TILES2(name, fused)                                                                                    \
-	static A2 void name(const float *panel, int len, const float *xc, size_t ldx, int n, float *dst, int m,    \
-	                    int o0, int rows, int first) {                                                        \
-		int t = 0;                                                                                            \
-		for (; t + T2 <= n; t += T2) {                                                                        \
-			kern_avx2(T2, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first); \
-		}                                                                                                     \
-		switch (n - t) {                                                                                      \
-			CASE2(1, fused) CASE2(2, fused) CASE2(3, fused) CASE2(4, fused) CASE2(5, fused)                    \
-		}                                                                                                     \
-	}
-#define CASE2(T, fused)                                                                                        \
-	case T: kern_avx2(T, fused, panel, len, xc + (size_t)t * ldx, ldx, dst + (size_t)t * m, m, o0, rows, first); break;
-TILES2(tiles2, 1)
-TILES2(tiles2_f32, 0)
-#undef CASE2
-#undef TILES2
-
-// wide8u is wide8 of 8 whole elements.
+// wide8u loads 8 elements at p as floats, exactly.
 INLINE A2 __m256 wide8u(int type, const uint8_t *p) {
 	switch (type) {
 	case T_F32:
@@ -603,117 +83,224 @@ INLINE A2 __m256 wide8u(int type, const uint8_t *p) {
 	case T_F16:
 		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 	default:
-		return bf16x8(p);
+		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 	}
 }
 
-// matvec2 is matvec5 for AVX2: the 16 lanes in two vectors. The main loop
-// takes 32 elements of a row per step (F16 and BF16: one cache line) with
-// no tests on the way: a loop that checked for a short last vector at every
-// step ran at four fifths of the speed memory delivers to one core.
-INLINE A2 void mv2_rows(int R, int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes,
-                        float *dst) {
+// at1 is element i of a weight row, as a float.
+INLINE A2 float at1(int type, const uint8_t *p, int i) {
+	switch (type) {
+	case T_F32: {
+		float f;
+		memcpy(&f, p + 4 * (size_t)i, 4);
+		return f;
+	}
+	case T_F16:
+		return f16at(p + 2 * (size_t)i);
+	default: {
+		uint32_t u = (uint32_t)le16(p + 2 * (size_t)i) << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	}
+}
+
+// tail_f64 adds the products of elements from..k-1 to sum in double.
+INLINE A2 float tail_f64(double sum, int type, const float *x, const uint8_t *w, int from, int k) {
+	for (int i = from; i < k; i++) {
+		sum += (double)rounded(x[i] * at1(type, w, i));
+	}
+	return (float)sum;
+}
+
+// finish is floatSum.finish: a[] holds the output's W lanes; elements np…k-1
+// of the row are the remainder.
+INLINE A2 float finish(int order, int type, const __m256 *a, const float *x, const uint8_t *w, int np, int k) {
+	switch (order) {
+	case S_TINY8:
+		return hsum8(a[0]);
+	case S_TINY16:
+		return hsum8(_mm256_add_ps(a[0], a[1]));
+	case S_VEC8: {
+		if (type == T_BF16) {
+			__m256 f = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+			return tail_f64(hsum8(f), type, x, w, np, k);
+		}
+		float r = reduce8(_mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3])));
+		if (type == T_F16) {
+			return tail_f64(r, type, x, w, np, k);
+		}
+		int n4 = np + ((k - np) & ~3), i = np;
+		for (; i < n4; i++) {
+			r += rounded(x[i] * at1(type, w, i));
+		}
+		for (; i < k; i++) {
+			r = __builtin_fmaf(x[i], at1(type, w, i), r);
+		}
+		return r;
+	}
+	}
+	if (type == T_BF16) {
+		double sum = hsum8(_mm256_add_ps(a[0], a[1]));
+		sum += hsum8(_mm256_add_ps(a[2], a[3]));
+		return tail_f64(sum, type, x, w, np, k);
+	}
+	// Four 16-lane vectors (a pair each) folded 0+2, 1+3, 0+1.
+	__m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+	__m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+	float r = hsum8(_mm256_add_ps(lo, hi));
+	if (type == T_F16) {
+		return tail_f64(r, type, x, w, np, k);
+	}
+	for (int i = np; i < k; i++) {
+		r = __builtin_fmaf(x[i], at1(type, w, i), r);
+	}
+	return r;
+}
+
+// vec_rows is R outputs of ggml_vec_dot_* (NA 8-lane accumulators each:
+// W = 8·NA lanes) for one token x, rows at w, rowBytes apart.
+INLINE A2 void vec_rows(int R, int NA, int order, int type, const float *x, int k, const uint8_t *w,
+                        size_t rowBytes, float *dst) {
 	size_t es = type == T_F32 ? 4 : 2;
-	__m256 lo[4], hi[4];
-	for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_ps();
-	int i = 0;
-	for (; i + 32 <= k; i += 32) {
-		__m256 xv[4];
+	int W = 8 * NA, np = k & ~(W - 1);
+	__m256 a[3][8];
+	UNROLL
+	for (int r = 0; r < R; r++) {
 		UNROLL
-		for (int j = 0; j < 4; j++) xv[j] = _mm256_loadu_ps(x + i + 8 * j);
+		for (int j = 0; j < NA; j++) a[r][j] = _mm256_setzero_ps();
+	}
+	for (int i = 0; i < np; i += W) {
 		UNROLL
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
-			for (size_t l = 0; l < 32 * es; l += 64) {
+			for (size_t l = 0; l < (size_t)W * es; l += 64) {
 				_mm_prefetch((const char *)(p + PF_DIST + l), _MM_HINT_T0);
 			}
-			// Vector j holds elements i+8j…i+8j+7: lanes 0-7 for even j,
-			// 8-15 for odd.
 			UNROLL
-			for (int j = 0; j < 4; j += 2) {
-				__m256 w0 = wide8u(type, p + 8 * es * (size_t)j), w1 = wide8u(type, p + 8 * es * (size_t)(j + 1));
-				if (fused) {
-					lo[r] = _mm256_fmadd_ps(w0, xv[j], lo[r]);
-					hi[r] = _mm256_fmadd_ps(w1, xv[j + 1], hi[r]);
-				} else {
-					lo[r] = _mm256_add_ps(lo[r], mul_rounded2(w0, xv[j]));
-					hi[r] = _mm256_add_ps(hi[r], mul_rounded2(w1, xv[j + 1]));
+			for (int j = 0; j < NA; j++) {
+				a[r][j] = _mm256_fmadd_ps(wide8u(type, p + 8 * es * (size_t)j), _mm256_loadu_ps(x + i + 8 * j), a[r][j]);
+			}
+		}
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		dst[r] = finish(order, type, a[r], x, w + r * rowBytes, np, k);
+	}
+}
+
+// vec_dot_rows runs vec_rows over rows lo…hi-1 of every token: R rows at a
+// time share each load of the activations.
+INLINE A2 void vec_dot_rows(int NA, int order, int type, const float *x, int n, int k, const uint8_t *w,
+                            size_t rowBytes, int lo, int hi, float *dst, int m) {
+	const int R = NA == 4 ? 3 : 1;
+	for (int t = 0; t < n; t++) {
+		const float *xt = x + (size_t)t * k;
+		float *dt = dst + (size_t)t * m;
+		int o = lo;
+		for (; o + R <= hi; o += R) {
+			vec_rows(R, NA, order, type, xt, k, w + (size_t)o * rowBytes, rowBytes, dt + o);
+		}
+		for (; o < hi; o++) {
+			vec_rows(1, NA, order, type, xt, k, w + (size_t)o * rowBytes, rowBytes, dt + o);
+		}
+	}
+}
+
+// tiny_tile is tinyBLAS's gemm_bloc: RM rows × RN tokens, each output NA
+// 8-lane accumulators (KN = 8·NA lanes) over the whole of k (a multiple of
+// KN), then reduced.
+INLINE A2 void tiny_tile(int RM, int RN, int NA, int order, int type, const float *x, int k, const uint8_t *w,
+                         size_t rowBytes, float *dst, int m) {
+	size_t es = type == T_F32 ? 4 : 2;
+	__m256 a[4][3][2];
+	UNROLL
+	for (int r = 0; r < RM; r++) {
+		UNROLL
+		for (int c = 0; c < RN; c++) {
+			UNROLL
+			for (int j = 0; j < NA; j++) a[r][c][j] = _mm256_setzero_ps();
+		}
+	}
+	for (int i = 0; i < k; i += 8 * NA) {
+		UNROLL
+		for (int j = 0; j < NA; j++) {
+			__m256 xv[3];
+			UNROLL
+			for (int c = 0; c < RN; c++) xv[c] = _mm256_loadu_ps(x + (size_t)c * k + i + 8 * j);
+			UNROLL
+			for (int r = 0; r < RM; r++) {
+				__m256 wv = wide8u(type, w + r * rowBytes + es * (size_t)(i + 8 * j));
+				UNROLL
+				for (int c = 0; c < RN; c++) a[r][c][j] = _mm256_fmadd_ps(wv, xv[c], a[r][c][j]);
+			}
+		}
+	}
+	UNROLL
+	for (int r = 0; r < RM; r++) {
+		UNROLL
+		for (int c = 0; c < RN; c++) dst[(size_t)c * m + r] = finish(order, type, a[r][c], NULL, NULL, k, k);
+	}
+}
+
+// tiny_rows runs tiny_tile over rows lo…hi-1 and every token: RM rows at a
+// time sweep all the tokens, RN at a time, so that the rows stay in cache
+// while the tokens stream past.
+INLINE A2 void tiny_rows(int NA, int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
+                         int lo, int hi, float *dst, int m) {
+	const int RM = NA == 1 ? 4 : 2, RN = 3;
+	for (int o = lo; o < hi; o += RM) {
+		const uint8_t *wo = w + (size_t)o * rowBytes;
+		float *d = dst + o;
+		int rm = hi - o < RM ? hi - o : RM, t = 0;
+		for (; t + RN <= n; t += RN) {
+			const float *xt = x + (size_t)t * k;
+			float *dt = d + (size_t)t * m;
+			if (rm == RM) {
+				tiny_tile(RM, RN, NA, order, type, xt, k, wo, rowBytes, dt, m);
+			} else {
+				for (int r = 0; r < rm; r++) {
+					tiny_tile(1, RN, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt + r, m);
 				}
 			}
 		}
-	}
-	for (; i < k; i += 16) {
-		int cnt = k - i < 16 ? k - i : 16;
-		// The missing lanes add +0, which changes no sum.
-		float t[16] = {0};
-		memcpy(t, x + i, sizeof(float) * (size_t)cnt);
-		__m256 x0 = _mm256_loadu_ps(t), x1 = _mm256_loadu_ps(t + 8);
-		for (int r = 0; r < R; r++) {
-			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
-			__m256 w0 = wide8(type, p, cnt < 8 ? cnt : 8);
-			__m256 w1 = cnt > 8 ? wide8(type, p + 8 * es, cnt - 8) : _mm256_setzero_ps();
-			if (fused) {
-				lo[r] = _mm256_fmadd_ps(w0, x0, lo[r]);
-				hi[r] = _mm256_fmadd_ps(w1, x1, hi[r]);
-			} else {
-				lo[r] = _mm256_add_ps(lo[r], mul_rounded2(w0, x0));
-				hi[r] = _mm256_add_ps(hi[r], mul_rounded2(w1, x1));
+		for (; t < n; t++) {
+			for (int r = 0; r < rm; r++) {
+				tiny_tile(1, 1, NA, order, type, x + (size_t)t * k, k, wo + r * rowBytes, rowBytes,
+				          d + (size_t)t * m + r, m);
 			}
 		}
 	}
-	for (int r = 0; r < R; r++) {
-		dst[r] = lanes16(lo[r], hi[r]);
+}
+
+#define FLOAT_KERNELS(name, type)                                                                               \
+	static A2 void name(int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, \
+	                    float *dst, int m) {                                                                     \
+		switch (order) {                                                                                      \
+		case S_VEC8: vec_dot_rows(4, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;               \
+		case S_VEC16:                                                                                         \
+			if (type == T_BF16) {                                                                             \
+				vec_dot_rows(4, order, type, x, n, k, w, rowBytes, lo, hi, dst, m);                           \
+			} else {                                                                                          \
+				vec_dot_rows(8, order, type, x, n, k, w, rowBytes, lo, hi, dst, m);                           \
+			}                                                                                                 \
+			break;                                                                                            \
+		case S_TINY8: tiny_rows(1, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;                 \
+		default: tiny_rows(2, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;                      \
+		}                                                                                                     \
 	}
-}
+FLOAT_KERNELS(float_f32, T_F32)
+FLOAT_KERNELS(float_f16, T_F16)
+FLOAT_KERNELS(float_bf16, T_BF16)
+#undef FLOAT_KERNELS
 
-INLINE A2 void matvec2(int type, int fused, const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                       float *dst) {
-	for (int o = lo; o < hi; o += 4) {
-		const uint8_t *wr = w + (size_t)o * rowBytes;
-		switch (hi - o < 4 ? hi - o : 4) {
-		case 1: mv2_rows(1, type, fused, x, k, wr, rowBytes, dst + o); break;
-		case 2: mv2_rows(2, type, fused, x, k, wr, rowBytes, dst + o); break;
-		case 3: mv2_rows(3, type, fused, x, k, wr, rowBytes, dst + o); break;
-		default: mv2_rows(4, type, fused, x, k, wr, rowBytes, dst + o); break;
-		}
-	}
-}
-
-static A2 void matvec2_f32(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
-	matvec2(T_F32, 0, x, k, w, rowBytes, lo, hi, dst);
-}
-static A2 void matvec2_f16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
-	matvec2(T_F16, 1, x, k, w, rowBytes, lo, hi, dst);
-}
-static A2 void matvec2_bf16(const float *x, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
-	matvec2(T_BF16, 1, x, k, w, rowBytes, lo, hi, dst);
-}
-
-static A2 void matmat_avx2(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
-                           int hi, float *dst, int m) {
-	float panel[KC * 16] __attribute__((aligned(32)));
-	pack_fn pack = type == T_F32 ? pack2_f32 : type == T_F16 ? pack2_f16 : pack2_bf16;
-	matmat_float(16, type, x, n, k, w, rowBytes, lo, hi, dst, m, pack, type == T_F32 ? tiles2_f32 : tiles2, panel);
-}
-
-void glint_matmat(int level, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
+void glint_matmat(int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                   int hi, float *dst, int m) {
-	if (level >= 2 && n == 1) {
-		switch (type) {
-		case T_F32: matvec5_f32(x, k, w, rowBytes, lo, hi, dst); break;
-		case T_F16: matvec5_f16(x, k, w, rowBytes, lo, hi, dst); break;
-		default: matvec5_bf16(x, k, w, rowBytes, lo, hi, dst); break;
-		}
-	} else if (level >= 2) {
-		matmat_avx512(type, x, n, k, w, rowBytes, lo, hi, dst, m);
-	} else if (n == 1) {
-		switch (type) {
-		case T_F32: matvec2_f32(x, k, w, rowBytes, lo, hi, dst); break;
-		case T_F16: matvec2_f16(x, k, w, rowBytes, lo, hi, dst); break;
-		default: matvec2_bf16(x, k, w, rowBytes, lo, hi, dst); break;
-		}
-	} else {
-		matmat_avx2(type, x, n, k, w, rowBytes, lo, hi, dst, m);
+	switch (type) {
+	case T_F32: float_f32(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+	case T_F16: float_f16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+	default: float_bf16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
 	}
 }
 

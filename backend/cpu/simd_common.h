@@ -49,3 +49,18 @@ INLINE A2 float hmax8(__m256 v) {
 	s = _mm_max_ss(s, _mm_movehdup_ps(s));
 	return _mm_cvtss_f32(s);
 }
+
+// reduce8 is GGML_F32x8_REDUCE after its folds: the halves added, then two
+// horizontal adds, (0+1)+(2+3) (reduce8Fold in attention.go).
+INLINE A2 float reduce8(__m256 x) {
+	__m128 t = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+	t = _mm_hadd_ps(t, t);
+	return _mm_cvtss_f32(_mm_hadd_ps(t, t));
+}
+
+// rounded is x, a product rounded to float, kept from being contracted
+// into the fused multiply-add it feeds.
+INLINE float rounded(float x) {
+	__asm__("" : "+x"(x));
+	return x;
+}

@@ -9,7 +9,7 @@ import "github.com/glint-llm/glint/dtype"
 
 func detectSIMD() simdLevel { return simdOff }
 
-func simdMatMat(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
+func simdMatMat(*task, int, int, int) { panic("cpu: SIMD kernels not built") }
 
 func simdMatMatQ(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
 

@@ -1,6 +1,7 @@
 package opencl
 
 import (
+	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
 )
 
@@ -14,10 +15,10 @@ const (
 )
 
 // mmtRows is MMT_TR / MMTF_TR: rows per work-item, four for one float sum
-// per output (float weights, Q4_0's one-accumulator kind), two for the
-// block formats' eight lanes and min terms.
-func mmtRows(dt dtype.Type, r8 bool) int {
-	if r8 || !dt.Quantized() {
+// per output (Q4_0's one-accumulator kind), two for the block formats'
+// eight lanes and min terms and the float weights' up to 64 lanes.
+func mmtRows(_ dtype.Type, r8 bool) int {
+	if r8 {
 		return 4
 	}
 	return 2
@@ -129,6 +130,9 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 	b.argI32(k, a+3, n)
 	for i, l := range s.local {
 		b.argLocal(k, a+4+i, l)
+	}
+	if !wt.dt.Quantized() {
+		b.argI32(k, a+4+len(s.local), cpu.FloatOrder(n, in, out))
 	}
 	groups := [3]int{(out + s.bm - 1) / s.bm * s.tx, (n + s.bn - 1) / s.bn * s.ty, 1}
 	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1}, moved)

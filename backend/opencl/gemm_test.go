@@ -107,7 +107,7 @@ func TestTiledGEMMPlan(t *testing.T) {
 	}{
 		{dtype.Q4_0, true, 128, 1024, 48 << 10, 16, 16, 64, 64, true},
 		{dtype.Q4_K, false, 128, 1024, 48 << 10, 16, 16, 32, 64, true},
-		{dtype.F16, false, 128, 1024, 48 << 10, 16, 16, 64, 64, true},
+		{dtype.F16, false, 128, 1024, 48 << 10, 16, 16, 32, 64, true},
 		{dtype.Q4_0, true, 128, 128, 48 << 10, 16, 8, 64, 32, true},
 		{dtype.Q4_0, true, 128, 1024, 24 << 10, 8, 8, 32, 32, true},
 		{dtype.Q4_0, true, 128, 1024, 1 << 10, 0, 0, 0, 0, false},
@@ -115,8 +115,8 @@ func TestTiledGEMMPlan(t *testing.T) {
 		{dtype.Q4_0, true, 2, 1024, 48 << 10, 32, 1, 128, 4, true},
 		{dtype.Q4_K, false, 9, 1024, 48 << 10, 64, 4, 128, 16, true},
 		{dtype.Q4_K, false, 2, 1024, 32 << 10, 32, 1, 64, 4, true},
-		{dtype.F16, false, 64, 1024, 48 << 10, 16, 16, 64, 64, true},
-		{dtype.F16, false, 65, 1024, 48 << 10, 16, 16, 64, 64, true},
+		{dtype.F16, false, 64, 1024, 48 << 10, 16, 16, 32, 64, true},
+		{dtype.F16, false, 65, 1024, 48 << 10, 16, 16, 32, 64, true},
 	}
 	for _, c := range cases {
 		b := &Backend{info: DeviceInfo{LocalMem: c.local}}

@@ -2,6 +2,7 @@ package opencl
 
 import (
 	"fmt"
+	"github.com/glint-llm/glint/backend/cpu"
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/opencl/cl"
@@ -163,6 +164,9 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 			local = 4 * lanesRecord * rows * max(lanes, wt.dt.BlockSize()/mvUnit(wt.dt))
 		}
 		b.argLocal(k, a+4, local)
+		if wk.quant == nil {
+			b.argI32(k, a+5, cpu.FloatOrder(1, in, out))
+		}
 		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
 		return
 	}

@@ -481,9 +481,9 @@ func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 
 // TestDecodeMatMulBits checks that on a CPU device, whose matrix-vector
 // kernels give each work-item a whole row (S = 1), a decode matmul with
-// float weights sums in the CPU backend's decode order (16 lanes, the tail
-// in its lanes too, then a halving tree) and so gives its bits: keys and
-// values then round into an f16 cache alike on both backends.
+// float weights sums in the CPU backend's order (llama.cpp's vec_dot lanes
+// of the flavour, weights.cl's fs_t) and so gives its bits: keys and values
+// then round into an f16 cache alike on both backends.
 func TestDecodeMatMulBits(t *testing.T) { eachDevice(t, testDecodeMatMulBits) }
 
 func testDecodeMatMulBits(t *testing.T, dev *Backend) {
@@ -495,9 +495,9 @@ func testDecodeMatMulBits(t *testing.T, dev *Backend) {
 		for _, k := range []int{64, 172, 1000} {
 			const m = 37
 			w := f.weight(dt, []int{m, k}, randomWeight(f.rng, dt, m, k))
-			// Prefill (n > 1) sums in another order on each backend: the
-			// CPU's, one sequential sum per 256-element chunk, measured 2–6×
-			// slower than mmc_T's lanes on PoCL.
+			// Prefill (n > 1) on a CPU device sums in mmc_T's own order:
+			// the CPU's lanes per output (as mmt_T keeps them) would cost
+			// mmc_T its register tiles.
 			x := f.f32(f.rand(k, -3, 3), 1, k)
 			d := f.f32(nil, 1, m)
 			f.c.MatMulTransposed(d.c, x.c, w.c, 1)
