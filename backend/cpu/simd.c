@@ -473,6 +473,18 @@ INLINE A2 void tr8(__m256 v[8]) {
 	}
 }
 
+// wide8u loads 8 whole elements at p as floats.
+INLINE A2 __m256 wide8u(int type, const uint8_t *p) {
+	switch (type) {
+	case T_F32:
+		return _mm256_loadu_ps((const float *)p);
+	case T_F16:
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+	default:
+		return bf16x8(p);
+	}
+}
+
 // wide8 loads cnt (≤ 8) elements at p as floats, zero past them.
 INLINE A2 __m256 wide8(int type, const uint8_t *p, int cnt) {
 	uint8_t tail[32];
@@ -482,14 +494,7 @@ INLINE A2 __m256 wide8(int type, const uint8_t *p, int cnt) {
 		memcpy(tail, p, es * (size_t)cnt);
 		p = tail;
 	}
-	switch (type) {
-	case T_F32:
-		return _mm256_loadu_ps((const float *)p);
-	case T_F16:
-		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-	default:
-		return bf16x8(p);
-	}
+	return wide8u(type, p);
 }
 
 // pack2 is pack5 for the AVX2 kernels: panel[kk*16 + r], 8 × 8 at a time.
@@ -594,18 +599,6 @@ TILES2(tiles2, 1)
 TILES2(tiles2_f32, 0)
 #undef CASE2
 #undef TILES2
-
-// wide8u is wide8 of 8 whole elements.
-INLINE A2 __m256 wide8u(int type, const uint8_t *p) {
-	switch (type) {
-	case T_F32:
-		return _mm256_loadu_ps((const float *)p);
-	case T_F16:
-		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-	default:
-		return bf16x8(p);
-	}
-}
 
 // matvec2 is matvec5 for AVX2: the 16 lanes in two vectors. The main loop
 // takes 32 elements of a row per step (F16 and BF16: one cache line) with
