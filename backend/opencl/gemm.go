@@ -121,18 +121,13 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 		b.shape(op, "%v: no tile of the tiled GEMM fits the device's %d bytes of local memory", wt, b.info.LocalMem)
 		return
 	}
-	b.argMem(k, 0, wt.mem)
-	b.argU64(k, 1, wt.bytes/out)
-	a := xArgs(k)
-	b.argMem(k, a, d.mem)
-	b.argI32(k, a+1, in)
-	b.argI32(k, a+2, out)
-	b.argI32(k, a+3, n)
+	a := b.matArgs(k, wt, d, xArgs, in, out)
+	b.argI32(k, a, n)
 	for i, l := range s.local {
-		b.argLocal(k, a+4+i, l)
+		b.argLocal(k, a+1+i, l)
 	}
 	if !wt.dt.Quantized() {
-		b.argI32(k, a+4+len(s.local), cpu.FloatOrder(n, in, out))
+		b.argI32(k, a+1+len(s.local), cpu.FloatOrder(n, in, out))
 	}
 	groups := [3]int{(out + s.bm - 1) / s.bm * s.tx, (n + s.bn - 1) / s.bn * s.ty, 1}
 	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1}, moved)

@@ -150,22 +150,17 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		group := pow2Floor(min(b.mat.mvGroup, k.max))
 		lanes := min(b.mat.mvLanes, pow2Floor(units), group)
 		rows := group / lanes
-		b.argMem(k, 0, wt.mem)
-		b.argU64(k, 1, wt.bytes/out)
-		a := xArgs(k)
-		b.argMem(k, a, d.mem)
-		b.argI32(k, a+1, in)
-		b.argI32(k, a+2, out)
-		b.argI32(k, a+3, lanes)
+		a := b.matArgs(k, wt, d, xArgs, in, out)
+		b.argI32(k, a, lanes)
 		// mv_T reduces floats; mvq_T holds, per row, lanesRecord ints for
 		// each unit of a chunk of max(lanes, units per block) (quant.cl).
 		local := 4 * group
 		if wk.quant != nil {
 			local = 4 * lanesRecord * rows * max(lanes, wt.dt.BlockSize()/mvUnit(wt.dt))
 		}
-		b.argLocal(k, a+4, local)
+		b.argLocal(k, a+1, local)
 		if wk.quant == nil {
-			b.argI32(k, a+5, cpu.FloatOrder(1, in, out))
+			b.argI32(k, a+2, cpu.FloatOrder(1, in, out))
 		}
 		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
 		return
@@ -179,13 +174,8 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		return
 	}
 	group := min(b.mat.mmGroup, k.max)
-	b.argMem(k, 0, wt.mem)
-	b.argU64(k, 1, wt.bytes/out)
-	a := xArgs(k)
-	b.argMem(k, a, d.mem)
-	b.argI32(k, a+1, in)
-	b.argI32(k, a+2, out)
-	b.argI32(k, a+3, n)
+	a := b.matArgs(k, wt, d, xArgs, in, out)
+	b.argI32(k, a, n)
 	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1}, moved)
 }
 
@@ -302,4 +292,17 @@ func (b *Backend) grow(op string, m *cl.Mem, have *int, need int) bool {
 	}
 	*m, *have = nm, need
 	return true
+}
+
+// matArgs sets the arguments every matmul kernel starts with: the weights
+// and their row stride, the activations (xArgs), dst, in and out. It
+// returns the index of the next.
+func (b *Backend) matArgs(k *kern, wt, d *tensor, xArgs func(*kern) int, in, out int) int {
+	b.argMem(k, 0, wt.mem)
+	b.argU64(k, 1, wt.bytes/out)
+	a := xArgs(k)
+	b.argMem(k, a, d.mem)
+	b.argI32(k, a+1, in)
+	b.argI32(k, a+2, out)
+	return a + 3
 }
