@@ -33,7 +33,6 @@
 #define MVF_SILU 4
 #define MVF_ROPE 8
 #define MVF_NEOX 16
-#define MVF_FREQS 32
 #define MVF_SILU16 64
 #define MF_ROPE 1
 #define MF_STORE 2
@@ -149,8 +148,7 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 // MF_ROPE, MF_STORE, MF_F16) with the cache cm and offset com for a store;
 // then the common ones; with MVF_ROPE the rotation of the matrices whose mf
 // says MF_ROPE, heads of hd rows, the first dims of them turned (rope.cl)
-// at position pos[0], with freqScale and mscale (backend.Rope's FreqScale
-// and AttnFactor). A group then holds whole heads (the host makes R a
+// at position pos[0] by the cos and sin in the table cs from row lo. A group then holds whole heads (the host makes R a
 // multiple of hd and every matrix before a rotated one whole heads): it
 // keeps its rows in ys until all are done, and turns them there.
 
@@ -160,8 +158,8 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 			global uchar* c0, ulong co0, global const uchar* w1, ulong rb1, global float* d1,  \
 			int M1, int mf1, global uchar* c1, ulong co1, global const uchar* w2, ulong rb2,   \
 			global float* d2, int M2, int mf2, global uchar* c2, ulong co2, int K, int S,      \
-			int J, int flags, global float* res, global const int* pos, float thetaScale,      \
-			global const float* freqs, int hd, int dims, float freqScale, float mscale,        \
+			int J, int flags, global float* res, global const int* pos, int lo,                \
+			global const float2* cs, int hd, int dims,                                         \
 			local char* xq, local float* xd,                                                   \
 			local int* li, local float* ys) {                                                  \
 		int lid = get_local_id(0), L = get_local_size(0);                                      \
@@ -228,7 +226,7 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 				int j = flags & MVF_NEOX ? d % h2 : d / 2;                                     \
 				int a = flags & MVF_NEOX ? j : 2 * j, b = flags & MVF_NEOX ? j + h2 : 2 * j + 1; \
 				float2 t = rope_pair(ys[hs + a], ys[hs + b],                                   \
-						rope_cs(pos[0], j, thetaScale, freqs, flags & MVF_FREQS, freqScale, mscale)); \
+						rope_cs(cs, lo, dims, pos[0], j));                                     \
 				v = d == a ? t.x : t.y;                                                        \
 			}                                                                                  \
 			if (mi == 0)                                                                       \

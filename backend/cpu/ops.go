@@ -131,18 +131,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		b.ropeCS = make([]float32, 2*half)
 	}
 	cs := b.ropeCS[:2*half]
-	// ggml's rope, operation for operation: the angle of pair i is the
-	// position times thetaScaleⁱ, the power taken by repeated float32
-	// multiplication (and divided by Llama 3's frequency factor, then
-	// multiplied by a linear scaling's 1/factor), its cos and sin rounded
-	// to float32 (and multiplied by LongRoPE's attention factor), and the rotation two fused multiply-adds
-	// of a rounded product, as gcc contracts ggml's x0·cos − x1·sin and
-	// x0·sin + x1·cos (checked against the peer's rope output). Keys
-	// rounded into an f16 cache then match llama.cpp's bit for bit.
-	// powf, cosf and sinf are the C library's where there is one (ggmlmath):
-	// glibc's are not correctly rounded (its cosf and sinf differ from the
-	// rounded float64 functions in about 1% of angles), and llama.cpp calls
-	// them.
+	// The angles, cos and sin are ggml's (ggmlmath.RoPECosSin), and the
+	// rotation two fused multiply-adds of a rounded product, as gcc
+	// contracts ggml's x0·cos − x1·sin and x0·sin + x1·cos (checked against
+	// the peer's rope output): keys rounded into an f16 cache then match
+	// llama.cpp's bit for bit.
 	thetaScale := ggmlmath.Powf(r.Theta, float32(-2)/float32(r.Dims))
 	cols := heads * headDim
 	if b.simd > simdOff {
@@ -150,18 +143,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		return
 	}
 	for tok, p := range pt.i32[:n] {
-		theta := float32(p)
-		for i := range half {
-			t := theta
-			if freqs != nil {
-				t = theta / freqs[i]
-			}
-			// ggml's rope_yarn without YaRN: the angle times freq_scale,
-			// cos and sin times mscale (products by 1 when unscaled).
-			c, s := ggmlmath.CosSinf(freqScale * t)
-			cs[2*i], cs[2*i+1] = c*mscale, s*mscale
-			theta *= thetaScale
-		}
+		ggmlmath.RoPECosSin(cs, p, thetaScale, freqs, freqScale, mscale)
 
 		row := xt.f32[tok*cols : (tok+1)*cols]
 		for h := range heads {

@@ -36,7 +36,6 @@ const (
 	mvfSiLU  = 4
 	mvfRoPE  = 8
 	mvfNeoX  = 16
-	mvfFreqs = 32
 	// SiLU in the AVX-512 build's arithmetic (Backend.lanes 16), else AVX2's.
 	mvfSiLU16 = 64
 	// per matrix
@@ -68,11 +67,10 @@ type chain struct {
 	res    *tensor // Add's destination (mvfAdd)
 	weight dtype.Type
 	// With mvfRoPE: position pos[0], heads of hd rows, the first dims of
-	// each turned (backend.Rope's Dims, Theta as thetaScale, Freqs,
-	// FreqScale, AttnFactor as mscale).
-	pos, freqs                    *tensor
-	thetaScale, freqScale, mscale float32
-	hd, dims                      int
+	// each turned by the cos and sin in rope (rope.go).
+	pos      *tensor
+	rope     *ropeTable
+	hd, dims int
 }
 
 // matIn is what the held matmuls read: the norm's output or in.
@@ -191,17 +189,14 @@ func (b *Backend) heldMat(t *tensor) (*chain, int) {
 // and reports whether it did. Its heads must not straddle a work-group:
 // the matrices before it must be whole heads, and all RoPEs of a chain
 // share their position and rope.
-func (b *Backend) holdRoPE(x *tensor, heads, hd int, pos *tensor, r backend.Rope, freqs *tensor) bool {
+func (b *Backend) holdRoPE(x *tensor, heads, hd int, pos *tensor, r backend.Rope, tab *ropeTable) bool {
 	c, m := b.heldMat(x)
 	ok := c != nil && c.open() && c.mats[m].mf == 0 && backend.Rows(c.mats[m].w) == heads*hd
 	for i := 0; ok && i < m; i++ {
 		ok = backend.Rows(c.mats[i].w)%hd == 0
 	}
-	ts := ropeThetaScale(r.Theta, r.Dims)
-	fs, ms, _ := r.Scales()
 	if ok && c.flags&mvfRoPE != 0 {
-		ok = c.pos == pos && c.hd == hd && c.dims == r.Dims && c.thetaScale == ts && c.freqs == freqs &&
-			(c.flags&mvfNeoX != 0) == r.NeoX && c.freqScale == fs && c.mscale == ms
+		ok = c.pos == pos && c.rope == tab && c.hd == hd && c.dims == r.Dims && (c.flags&mvfNeoX != 0) == r.NeoX
 	}
 	if ok {
 		// The group's heads must fit its local memory too.
@@ -210,11 +205,7 @@ func (b *Backend) holdRoPE(x *tensor, heads, hd int, pos *tensor, r backend.Rope
 		if r.NeoX {
 			cc.flags |= mvfNeoX
 		}
-		if freqs != nil {
-			cc.flags |= mvfFreqs
-		}
-		cc.pos, cc.freqs, cc.thetaScale, cc.hd, cc.dims = pos, freqs, ts, hd, r.Dims
-		cc.freqScale, cc.mscale = fs, ms
+		cc.pos, cc.rope, cc.hd, cc.dims = pos, tab, hd, r.Dims
 		cc.mats[m].mf |= mfRoPE
 		if _, _, _, _, _, fits := b.mvfLaunch(&cc); fits {
 			*c = cc
@@ -395,15 +386,12 @@ func (b *Backend) launchMVF(c *chain) {
 		b.argMem(k, a+5, cache.mem)
 		b.argU64(k, a+6, m.coff)
 	}
-	res, pos, freqs := c.in.mem, c.in.mem, c.in.mem
+	res, pos, cs, lo := c.in.mem, c.in.mem, c.in.mem, int32(0)
 	if c.res != nil {
 		res = c.res.mem
 	}
 	if c.pos != nil {
-		pos = c.pos.mem
-	}
-	if c.freqs != nil {
-		freqs = c.freqs.mem
+		pos, cs, lo = c.pos.mem, c.rope.mem, c.rope.lo
 	}
 	at := c.weight.ActivationType()
 	xd := 4 * actFloats(at) * (K / at.BlockSize())
@@ -414,20 +402,18 @@ func (b *Backend) launchMVF(c *chain) {
 	b.argI32(k, 28, int(c.flags))
 	b.argMem(k, 29, res)
 	b.argMem(k, 30, pos)
-	b.argF32(k, 31, c.thetaScale)
-	b.argMem(k, 32, freqs)
+	b.argI32(k, 31, int(lo))
+	b.argMem(k, 32, cs)
 	b.argI32(k, 33, max(c.hd, 1))
 	b.argI32(k, 34, c.dims)
-	b.argF32(k, 35, c.freqScale)
-	b.argF32(k, 36, c.mscale)
-	b.argLocal(k, 37, roundUp(K, 4))
-	b.argLocal(k, 38, xd)
-	b.argLocal(k, 39, local-roundUp(K, 4)-xd)
+	b.argLocal(k, 35, roundUp(K, 4))
+	b.argLocal(k, 36, xd)
+	b.argLocal(k, 37, local-roundUp(K, 4)-xd)
 	ys := 4
 	if c.flags&mvfRoPE != 0 {
 		ys = 4 * J * group / lanes
 	}
-	b.argLocal(k, 40, ys)
+	b.argLocal(k, 38, ys)
 	b.launch(k, 1, [3]int{groups * group, 1, 1}, [3]int{group, 1, 1}, c.moved())
 }
 

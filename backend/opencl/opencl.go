@@ -233,6 +233,8 @@ type Backend struct {
 	// ggml's F16 GELU table (ggmlmath.GELUTable), uploaded once.
 	layerNorm, geluMul, addBias, scale, softCap *kern
 	geluTable                                   cl.Mem
+	// ropes are RoPE's cos and sin tables, one per rope (rope.go).
+	ropes []*ropeTable
 	// The attention kernels per cache type, indexed by kvIndex: [K] or
 	// [K][V] (see attention.cl).
 	attention, attentionPart [2][2]*kern
@@ -567,6 +569,10 @@ func (b *Backend) release() {
 	b.live = nil
 	b.status.Release()
 	b.geluTable.Release()
+	for _, t := range b.ropes {
+		t.mem.Release()
+	}
+	b.ropes = nil
 	b.attnScratch.Release()
 	b.act.q.Release()
 	b.act.d.Release()

@@ -252,8 +252,7 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 		b.shape(op, "rope theta %v is not positive", r.Theta)
 		return
 	}
-	freqScale, mscale, ok := r.Scales()
-	if !ok {
+	if _, _, ok := r.Scales(); !ok {
 		b.shape(op, "rope scales %v and %v are not finite and positive", r.FreqScale, r.AttnFactor)
 		return
 	}
@@ -267,7 +266,11 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 			return
 		}
 	}
-	if n == 0 || !b.fits(op, "rows", n) || (n == 1 && b.holdRoPE(xt, heads, headDim, pt, r, freqs)) {
+	if n == 0 || !b.fits(op, "rows", n) {
+		return
+	}
+	tab := b.ropeRows(op, r, freqs, pt, n)
+	if tab == nil || (n == 1 && b.holdRoPE(xt, heads, headDim, pt, r, tab)) {
 		return
 	}
 	b.flush()
@@ -280,21 +283,9 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	b.argI32(k, 2, headDim)
 	b.argI32(k, 3, r.Dims)
 	b.argMem(k, 4, pt.mem)
-	b.argF32(k, 5, ropeThetaScale(r.Theta, r.Dims))
-	if freqs != nil {
-		b.argMem(k, 6, freqs.mem)
-		b.argI32(k, 7, 1)
-	} else {
-		b.argMem(k, 6, cl.Mem{})
-		b.argI32(k, 7, 0)
-	}
-	neox := 0
-	if r.NeoX {
-		neox = 1
-	}
-	b.argI32(k, 8, neox)
-	b.argF32(k, 9, freqScale)
-	b.argF32(k, 10, mscale)
+	b.argMem(k, 5, tab.mem)
+	b.argI32(k, 6, int(tab.lo))
+	b.argI32(k, 7, b01(r.NeoX))
 	local := 1
 	for local*2 <= r.Dims/2 && local*2 <= k.wg {
 		local *= 2

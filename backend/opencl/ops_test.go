@@ -459,60 +459,39 @@ func testRoPE(t *testing.T, dev *Backend) {
 			f.c.RoPE(x.c, n, heads, hd, pos.c, rc)
 			f.o.RoPE(x.o, n, heads, hd, pos.o, ro)
 			c, o := f.read(x, n*heads*hd)
-			// Both follow ggml's float arithmetic, the angles to the bit.
-			// The CPU takes cos and sin from the C library, as llama.cpp
-			// does (glibc's are 1 ulp off the correctly rounded value in
-			// about 1% of angles); OpenCL rounds float64's (TestRoPECosSin):
-			// |Δ| is a float ulp or two of the inputs (|x| ≤ 2).
-			f.close("rope", c, o, nil, 0, 2e-6)
+			// Both follow ggml's float arithmetic and take cos and sin
+			// from the C library (OpenCL through its table): the same bits.
+			f.close("rope", c, o, nil, 0, 0)
 
 		})
 	}
 }
 
-func TestRoPECosSin(t *testing.T) { eachDevice(t, testRoPECosSin) }
+func TestRoPETable(t *testing.T) { eachDevice(t, testRoPETable) }
 
-// testRoPECosSin turns the pair (1, 0) of every head, so RoPE's output is
-// its cos and sin, which must be float64's rounded to float (rope.cl: in
-// fp64, or in float-float arithmetic on a device without it, which rounds
-// alike except within ~2^-45 of a tie; none is among these angles), at
-// positions from −5000 to 140000 and every pair of a 128-wide head.
-func testRoPECosSin(t *testing.T, dev *Backend) {
+// testRoPETable turns random heads at positions that grow RoPE's table of
+// cos and sin three times, upwards and (a K-shift's deltas) below 0, and
+// checks every call against the CPU backend's bits: positions from −3000
+// to 40000, every pair of a 128-wide head, Llama 3's frequency factors.
+func testRoPETable(t *testing.T, dev *Backend) {
 	f := newFixture(t, dev)
-	const heads, hd, n = 1, 128, 512
-	x := make([]float32, n*heads*hd)
-	for i := 0; i < len(x); i += 2 {
-		x[i] = 1
-	}
-	pos := make([]int32, n)
+	const heads, hd, n = 2, 128, 256
 	rng := rand.New(rand.NewPCG(7, 8))
-	for i := range pos {
-		pos[i] = int32(rng.IntN(145000) - 5000)
-	}
-	xt := f.f32(x, n, heads*hd)
-	pt := f.i32(pos, n)
+	fr := f.f32(f.rand(hd/2, 1, 8), hd/2)
 	r := backend.Rope{Dims: hd, Theta: 500000}
-	f.o.RoPE(xt.o, n, heads, hd, pt.o, r)
-	got := make([]float32, len(x))
-	f.check()
-	if err := f.o.ReadF32(xt.o, 0, got); err != nil {
-		t.Fatal(err)
-	}
-	ts := ropeThetaScale(r.Theta, r.Dims)
-	bad := 0
-	for i, p := range pos {
-		theta := float32(p)
-		for j := range hd / 2 {
-			want := [2]float32{float32(math.Cos(float64(theta))), float32(math.Sin(float64(theta)))}
-			for c := range 2 {
-				if g := got[i*hd+2*j+c]; math.Float32bits(g) != math.Float32bits(want[c]) {
-					if bad++; bad <= 5 {
-						t.Errorf("position %d pair %d (θ %g): %s %g, want %g", p, j, theta, [2]string{"cos", "sin"}[c], g, want[c])
-					}
-				}
-			}
-			theta *= ts
+	rc, ro := r, r
+	rc.Freqs, ro.Freqs = fr.c, fr.o
+	for _, span := range [][2]int{{0, 100}, {0, 5000}, {-3000, 40000}, {0, 300}} {
+		pos := make([]int32, n)
+		for i := range pos {
+			pos[i] = int32(span[0] + rng.IntN(span[1]-span[0]))
 		}
+		x := f.f32(f.rand(n*heads*hd, -2, 2), n, heads*hd)
+		pt := f.i32(pos, n)
+		f.c.RoPE(x.c, n, heads, hd, pt.c, rc)
+		f.o.RoPE(x.o, n, heads, hd, pt.o, ro)
+		c, o := f.read(x, n*heads*hd)
+		f.close(fmt.Sprintf("rope at positions in [%d, %d)", span[0], span[1]), c, o, nil, 0, 0)
 	}
 }
 

@@ -24,6 +24,10 @@ type tensor struct {
 	// ver changes whenever an op or a host write may change the contents
 	// (see Backend.touch).
 	ver uint64
+	// host is what WriteI32 wrote to an I32 tensor, whole, while hostVer
+	// is ver (RoPE's positions: ropeRows).
+	host    []int32
+	hostVer uint64
 }
 
 func (t *tensor) DType() dtype.Type { return t.dt }
@@ -83,6 +87,9 @@ func (b *Backend) Alloc(dt dtype.Type, shape ...int) (backend.Tensor, error) {
 	if err := b.q.Zero(t.mem, max(t.bytes, 4)); err != nil {
 		b.Free(t)
 		return nil, fmt.Errorf("opencl: Alloc %v%v: %w", dt, shape, err)
+	}
+	if dt == dtype.I32 {
+		t.host, t.hostVer = make([]int32, t.elems), t.ver
 	}
 	return t, nil
 }
@@ -211,9 +218,21 @@ func (b *Backend) ReadF32(t backend.Tensor, off int, dst []float32) error {
 
 // WriteI32 copies src to t's elements starting at off.
 func (b *Backend) WriteI32(t backend.Tensor, off int, src []int32) error {
+	prev, _ := t.(*tensor)
+	var kept []int32
+	if prev != nil {
+		kept = prev.hostValues()
+	}
 	tt, err := b.access("WriteI32", true, t, dtype.I32, off, len(src))
 	if err != nil {
 		return err
+	}
+	if kept != nil || (off == 0 && len(src) == tt.elems) {
+		if tt.host == nil {
+			tt.host = make([]int32, tt.elems)
+		}
+		copy(tt.host[off:], src)
+		tt.hostVer = tt.ver
 	}
 	return b.wrapIO("WriteI32", b.q.Write(tt.mem, 4*off, 4*len(src), ptr(src)))
 }

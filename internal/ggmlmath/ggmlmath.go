@@ -69,3 +69,24 @@ func SoftCap(x, c float32) float32 {
 func fmaf(a, b, c float32) float32 {
 	return float32(math.FMA(float64(a), float64(b), float64(c)))
 }
+
+// RoPECosSin fills cs[2i], cs[2i+1] with the cos and sin of pair i's angle
+// at position p, for len(cs)/2 pairs, as ggml's rope computes them: the
+// angle is p·thetaScaleⁱ, the power taken by repeated float32
+// multiplication, divided by freqs[i] (Llama 3's frequency factors) when
+// freqs is not nil, then multiplied by freqScale (linear scaling); cos and
+// sin are the C library's (CosSinf), multiplied by mscale (LongRoPE's
+// attention factor). Backends that turn keys with these values agree with
+// llama.cpp to the bit, so an f16 cache rounds the keys alike.
+func RoPECosSin(cs []float32, p int32, thetaScale float32, freqs []float32, freqScale, mscale float32) {
+	theta := float32(p)
+	for i := range len(cs) / 2 {
+		t := theta
+		if freqs != nil {
+			t = theta / freqs[i]
+		}
+		c, s := CosSinf(freqScale * t)
+		cs[2*i], cs[2*i+1] = c*mscale, s*mscale
+		theta *= thetaScale
+	}
+}

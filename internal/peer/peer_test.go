@@ -43,15 +43,9 @@ var peerFiles = []string{
 // runs measured there and OpenCL's logits equal to the CPU's under
 // GLINT_GGML_FLAVOR=avx512 on every quantised file over an f16 cache.
 var knownGaps = map[string]string{
-	// stories260K (F32) over an f16 cache met the bar once float-weight
-	// matmuls took ggml's orders (backend/cpu kernels.go) on both backends.
-	// What is left is OpenCL's RoPE over an f32 cache: its cos and sin are
-	// float64's rounded (rope.cl), where glibc's cosf and sinf, which the CPU
-	// and llama.cpp call, differ in the last bit in about 1% of angles; a key
-	// a bit off reaches the scores unrounded, and F16 weights round their
-	// activations at 2^-11, so from step 17 on a few flip (an f16 cache
-	// rounds the keys alike, and those runs are exact).
-	"llama3-tiny/llama3-tiny-F16.gguf/opencl/f32": "OpenCL RoPE's float64 cos/sin vs glibc's cosf/sinf, over an f32 cache",
+	// Empty: OpenCL's RoPE took glibc's cos and sin (a host-made table,
+	// backend/opencl rope.go) where it had float64's rounded, the last gap
+	// (llama3-tiny-F16 over an f32 cache, 83% of steps within 2e-3).
 }
 
 // TestTeacherForcedVsLlamaCpp compares glint's logits with llama.cpp's,
