@@ -20,7 +20,9 @@
 // over its items and must spill every value live across a barrier to
 // memory, so a local-memory tile's accumulators would round-trip through
 // memory at every chunk; registers are about 2.5× faster there. Each token
-// keeps a full-width float16 sum, one vector multiply-add per group.
+// keeps tinyBLAS's lanes (mode FS_TINY8 or FS_TINY16, weights.cl), so that
+// the sums are the CPU backend's and llama.cpp's; K is a multiple of 16,
+// and the host gives other orders to mmt_T.
 // Launch: global (roundUp(M, L), ceil(n/MM_BN)), local (L, 1).
 
 #define MM_BN 16
@@ -47,7 +49,10 @@
 			dst[o] = s;                                                        \
 	}                                                                          \
 	kernel void mmc_##T(global const uchar* w, ulong rowBytes,                 \
-			global const float* x, global float* dst, int K, int M, int n) {   \
+			global const float* x, global float* dst, int K, int M, int n,     \
+			int mode) {                                                        \
+		_Pragma("OPENCL FP_CONTRACT OFF");                                     \
+		const int kind = FS_KIND_##T;                                          \
 		int o = get_global_id(0);                                              \
 		if (o >= M)                                                            \
 			return;                                                            \
@@ -59,26 +64,40 @@
 		for (int t = 0; t < MM_BN; t++)                                        \
 			acc[t] = 0.0f;                                                     \
 		int groups = K >> 4;                                                   \
-		if (nt == MM_BN) {                                                     \
+		if (mode == FS_TINY8 && nt == MM_BN) {                                 \
+			for (int g = 0; g < groups; g++) {                                 \
+				float16 wv = deq16_##T(row, g);                                \
+				_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {            \
+					float16 xv = vload16(g, xb + (ulong)t * K);                \
+					acc[t].lo = fs_mad8(kind, wv.lo, xv.lo, acc[t].lo);        \
+					acc[t].lo = fs_mad8(kind, wv.hi, xv.hi, acc[t].lo);        \
+				}                                                              \
+			}                                                                  \
+		} else if (mode == FS_TINY8) {                                         \
+			for (int g = 0; g < groups; g++) {                                 \
+				float16 wv = deq16_##T(row, g);                                \
+				for (int t = 0; t < nt; t++) {                                 \
+					float16 xv = vload16(g, xb + (ulong)t * K);                \
+					acc[t].lo = fs_mad8(kind, wv.lo, xv.lo, acc[t].lo);        \
+					acc[t].lo = fs_mad8(kind, wv.hi, xv.hi, acc[t].lo);        \
+				}                                                              \
+			}                                                                  \
+		} else if (nt == MM_BN) {                                              \
 			for (int g = 0; g < groups; g++) {                                 \
 				float16 wv = deq16_##T(row, g);                                \
 				_Pragma("unroll") for (int t = 0; t < MM_BN; t++)              \
-					acc[t] += wv * vload16(g, xb + (ulong)t * K);              \
+					acc[t] = fs_mad(kind, wv, vload16(g, xb + (ulong)t * K), acc[t]); \
 			}                                                                  \
 		} else {                                                               \
 			for (int g = 0; g < groups; g++) {                                 \
 				float16 wv = deq16_##T(row, g);                                \
 				for (int t = 0; t < nt; t++)                                   \
-					acc[t] += wv * vload16(g, xb + (ulong)t * K);              \
+					acc[t] = fs_mad(kind, wv, vload16(g, xb + (ulong)t * K), acc[t]); \
 			}                                                                  \
 		}                                                                      \
-		for (int t = 0; t < nt; t++) {                                         \
-			float s = hsum16(acc[t]);                                          \
-			if (TAIL_##T)                                                      \
-				for (int k = groups * 16; k < K; k++)                          \
-					s += elem_##T(row, k) * xb[(ulong)t * K + k];              \
-			dst[(ulong)(i0 + t) * M + o] = s;                                  \
-		}                                                                      \
+		for (int t = 0; t < nt; t++)                                           \
+			dst[(ulong)(i0 + t) * M + o] =                                     \
+					mode == FS_TINY8 ? fs_hsum8(acc[t].lo) : fs_reduce16(acc[t]); \
 	}
 
 #define DEFINE_EMBEDDING_KERNEL(T)                                             \

@@ -31,11 +31,11 @@ import (
 
 // The kernel's flags (fused.cl).
 const (
-	mvfNorm  = 1
-	mvfAdd   = 2
-	mvfSiLU  = 4
-	mvfRoPE  = 8
-	mvfNeoX  = 16
+	mvfNorm = 1
+	mvfAdd  = 2
+	mvfSiLU = 4
+	mvfRoPE = 8
+	mvfNeoX = 16
 	// SiLU in the AVX-512 build's arithmetic (Backend.lanes 16), else AVX2's.
 	mvfSiLU16 = 64
 	// per matrix

@@ -479,31 +479,33 @@ func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 	}
 }
 
-// TestDecodeMatMulBits checks that on a CPU device, whose matrix-vector
-// kernels give each work-item a whole row (S = 1), a decode matmul with
-// float weights sums in the CPU backend's order (llama.cpp's vec_dot lanes
-// of the flavour, weights.cl's fs_t) and so gives its bits: keys and values
-// then round into an f16 cache alike on both backends.
-func TestDecodeMatMulBits(t *testing.T) { eachDevice(t, testDecodeMatMulBits) }
+// TestFloatMatMulBits checks that a matmul with float weights sums in the
+// CPU backend's order (llama.cpp's: tinyBLAS's lanes or vec_dot's, of the
+// flavour; cpu.FloatOrder, weights.cl's fs_t) and so gives its bits, keys
+// and values then reaching the scores alike over an f32 cache: prefill
+// (mmc_T on a CPU device, mmt_T on a GPU and where mmc_T has not the
+// order) on every device, decode where a work-item owns a row (a CPU
+// device; a GPU's lanes per row sum in another order).
+func TestFloatMatMulBits(t *testing.T) { eachDevice(t, testFloatMatMulBits) }
 
-func testDecodeMatMulBits(t *testing.T, dev *Backend) {
+func testFloatMatMulBits(t *testing.T, dev *Backend) {
 	f := newFixture(t, dev)
-	if !f.o.mat.cpu {
-		t.Skip("the device is a GPU: its matrix-vector kernels sum in another order")
-	}
 	for _, dt := range []dtype.Type{dtype.F32, dtype.F16, dtype.BF16} {
 		for _, k := range []int{64, 172, 1000} {
-			const m = 37
-			w := f.weight(dt, []int{m, k}, randomWeight(f.rng, dt, m, k))
-			// Prefill (n > 1) on a CPU device sums in mmc_T's own order:
-			// the CPU's lanes per output (as mmt_T keeps them) would cost
-			// mmc_T its register tiles.
-			x := f.f32(f.rand(k, -3, 3), 1, k)
-			d := f.f32(nil, 1, m)
-			f.c.MatMulTransposed(d.c, x.c, w.c, 1)
-			f.o.MatMulTransposed(d.o, x.o, w.o, 1)
-			c, o := f.read(d, m)
-			f.close(fmt.Sprintf("%v [%d,%d]", dt, m, k), c, o, nil, 0, 0)
+			for _, m := range []int{37, 40} {
+				w := f.weight(dt, []int{m, k}, randomWeight(f.rng, dt, m, k))
+				for _, n := range []int{1, 5, 21} {
+					if n == 1 && !f.o.mat.cpu {
+						continue
+					}
+					x := f.f32(f.rand(n*k, -3, 3), n, k)
+					d := f.f32(nil, n, m)
+					f.c.MatMulTransposed(d.c, x.c, w.c, n)
+					f.o.MatMulTransposed(d.o, x.o, w.o, n)
+					c, o := f.read(d, n*m)
+					f.close(fmt.Sprintf("%v [%d,%d] n=%d", dt, m, k, n), c, o, nil, 0, 0)
+				}
+			}
 		}
 	}
 }
