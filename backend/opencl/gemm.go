@@ -29,16 +29,21 @@ func mmtRows(_ dtype.Type, r8 bool) int {
 // order.
 type mmtShape struct {
 	tx, ty, bm, bn int
-	local          []int
+	// local[:nlocal] (an array, so that a launch allocates nothing).
+	local  [6]int
+	nlocal int
 }
+
+// locals is the bytes of the kernel's local arrays.
+func (s *mmtShape) locals() []int { return s.local[:s.nlocal] }
 
 // mmtLocal is the local memory mmt_T needs for a tile of bm rows × bn
 // tokens of weight type dt (gemm.cl). The sub-scales and mins take room
 // only for the formats that have them (SC_T, mmt_mins); an unused array
 // gets a token four bytes.
-func mmtLocal(dt dtype.Type, bm, bn int) []int {
+func mmtLocal(dt dtype.Type, bm, bn int) (local [6]int, n int) {
 	if !dt.Quantized() {
-		return []int{4 * bm * (mmtfChunk + 1), 4 * bn * (mmtfChunk + 1)}
+		return [6]int{4 * bm * (mmtfChunk + 1), 4 * bn * (mmtfChunk + 1)}, 2
 	}
 	at := dt.ActivationType()
 	groups := mmtChunk / 16
@@ -51,14 +56,14 @@ func mmtLocal(dt dtype.Type, bm, bn int) []int {
 	case dtype.Q2_K, dtype.Q4_K, dtype.Q5_K:
 		mn = bm * groups
 	}
-	return []int{
+	return [6]int{
 		4 * bm * (mmtChunk/4 + 1),          // wq: quants, a pitch of a chunk and one int
 		sc,                                 // wsc: sub-scales per 16-element group
 		mn,                                 // wmn: mins per group
 		8 * bm * mmtChunk / dt.BlockSize(), // wds: each block's d and min
 		4 * bn * (mmtChunk/4 + 1),          // lx: the tokens' quants
 		4 * bn * mmtChunk / at.BlockSize() * actFloats(at), // xf: their scales (and sums)
-	}
+	}, 6
 }
 
 // mmtPlan picks mmt_T's work-group for n tokens on this device. Token
@@ -84,9 +89,9 @@ func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool, n int) (mmtShape, boo
 	tx := min(256/ty, 64)
 	for {
 		s := mmtShape{tx: tx, ty: ty, bm: tx * tr, bn: ty * mmtTC}
-		s.local = mmtLocal(dt, s.bm, s.bn)
+		s.local, s.nlocal = mmtLocal(dt, s.bm, s.bn)
 		total := 0
-		for _, l := range s.local {
+		for _, l := range s.locals() {
 			total += l
 		}
 		if tx*ty <= k.max && int64(total) <= b.info.LocalMem {
@@ -123,11 +128,11 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 	}
 	a := b.matArgs(k, wt, d, xArgs, in, out)
 	b.argI32(k, a, n)
-	for i, l := range s.local {
+	for i, l := range s.locals() {
 		b.argLocal(k, a+1+i, l)
 	}
 	if !wt.dt.Quantized() {
-		b.argI32(k, a+1+len(s.local), cpu.FloatOrder(n, in, out))
+		b.argI32(k, a+1+s.nlocal, cpu.FloatOrder(n, in, out))
 	}
 	groups := [3]int{(out + s.bm - 1) / s.bm * s.tx, (n + s.bn - 1) / s.bn * s.ty, 1}
 	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1}, moved)

@@ -90,7 +90,7 @@ func tiledGEMM(t *testing.T, gpu *Backend) {
 // smaller (llvmpipe's 32 KiB), and no tile at all where not even one fits.
 func TestTiledGEMMPlan(t *testing.T) {
 	total := func(s mmtShape) (n int) {
-		for _, l := range s.local {
+		for _, l := range s.locals() {
 			n += l
 		}
 		return n
