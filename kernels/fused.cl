@@ -148,9 +148,10 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 // MF_ROPE, MF_STORE, MF_F16) with the cache cm and offset com for a store;
 // then the common ones; with MVF_ROPE the rotation of the matrices whose mf
 // says MF_ROPE, heads of hd rows, the first dims of them turned (rope.cl)
-// at position pos[0] by the cos and sin in the table cs from row lo. A group then holds whole heads (the host makes R a
-// multiple of hd and every matrix before a rotated one whole heads): it
-// keeps its rows in ys until all are done, and turns them there.
+// at position pos[0] by the cos and sin of the table cs (row p − lo). A
+// group then holds whole heads (the host makes R a multiple of hd and every
+// matrix before a rotated one whole heads): it keeps its rows in ys until
+// all are done, and turns them there.
 
 #define DEFINE_MVF_KERNEL(T, ROW)                                                              \
 	kernel void mvf_##T(global const float* x, global const float* g, global float* xn,        \

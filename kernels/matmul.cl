@@ -27,6 +27,17 @@
 
 #define MM_BN 16
 
+// mmc_mad adds a 16-element group's products into a token's lanes: 8 of
+// them (FS_TINY8, the low half, the group's halves in turn) or 16.
+inline float16 mmc_mad(int mode, int kind, float16 w, float16 x, float16 a) {
+	if (mode == FS_TINY8) {
+		a.lo = fs_mad8(kind, w.lo, x.lo, a.lo);
+		a.lo = fs_mad8(kind, w.hi, x.hi, a.lo);
+		return a;
+	}
+	return fs_mad(kind, w, x, a);
+}
+
 #define DEFINE_MATMUL_KERNELS(T)                                               \
 	kernel void mv_##T(global const uchar* w, ulong rowBytes,                  \
 			global const float* x, global float* dst, int K, int M, int S,     \
@@ -64,35 +75,17 @@
 		for (int t = 0; t < MM_BN; t++)                                        \
 			acc[t] = 0.0f;                                                     \
 		int groups = K >> 4;                                                   \
-		if (mode == FS_TINY8 && nt == MM_BN) {                                 \
-			for (int g = 0; g < groups; g++) {                                 \
-				float16 wv = deq16_##T(row, g);                                \
-				_Pragma("unroll") for (int t = 0; t < MM_BN; t++) {            \
-					float16 xv = vload16(g, xb + (ulong)t * K);                \
-					acc[t].lo = fs_mad8(kind, wv.lo, xv.lo, acc[t].lo);        \
-					acc[t].lo = fs_mad8(kind, wv.hi, xv.hi, acc[t].lo);        \
-				}                                                              \
-			}                                                                  \
-		} else if (mode == FS_TINY8) {                                         \
-			for (int g = 0; g < groups; g++) {                                 \
-				float16 wv = deq16_##T(row, g);                                \
-				for (int t = 0; t < nt; t++) {                                 \
-					float16 xv = vload16(g, xb + (ulong)t * K);                \
-					acc[t].lo = fs_mad8(kind, wv.lo, xv.lo, acc[t].lo);        \
-					acc[t].lo = fs_mad8(kind, wv.hi, xv.hi, acc[t].lo);        \
-				}                                                              \
-			}                                                                  \
-		} else if (nt == MM_BN) {                                              \
+		if (nt == MM_BN) {                                                     \
 			for (int g = 0; g < groups; g++) {                                 \
 				float16 wv = deq16_##T(row, g);                                \
 				_Pragma("unroll") for (int t = 0; t < MM_BN; t++)              \
-					acc[t] = fs_mad(kind, wv, vload16(g, xb + (ulong)t * K), acc[t]); \
+					acc[t] = mmc_mad(mode, kind, wv, vload16(g, xb + (ulong)t * K), acc[t]); \
 			}                                                                  \
 		} else {                                                               \
 			for (int g = 0; g < groups; g++) {                                 \
 				float16 wv = deq16_##T(row, g);                                \
 				for (int t = 0; t < nt; t++)                                   \
-					acc[t] = fs_mad(kind, wv, vload16(g, xb + (ulong)t * K), acc[t]); \
+					acc[t] = mmc_mad(mode, kind, wv, vload16(g, xb + (ulong)t * K), acc[t]); \
 			}                                                                  \
 		}                                                                      \
 		for (int t = 0; t < nt; t++)                                           \

@@ -17,7 +17,7 @@ const (
 // mmtRows is MMT_TR / MMTF_TR: rows per work-item, four for one float sum
 // per output (Q4_0's one-accumulator kind), two for the block formats'
 // eight lanes and min terms and the float weights' up to 64 lanes.
-func mmtRows(_ dtype.Type, r8 bool) int {
+func mmtRows(r8 bool) int {
 	if r8 {
 		return 4
 	}
@@ -78,7 +78,7 @@ func mmtLocal(dt dtype.Type, bm, bn int) (local [6]int, n int) {
 // local memory is smaller, ty and tx halve in turn (the larger first,
 // tokens on a tie).
 func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool, n int) (mmtShape, bool) {
-	tr := mmtRows(dt, r8)
+	tr := mmtRows(r8)
 	ty := 16
 	switch {
 	case n <= mmtTC:

@@ -2,9 +2,9 @@ package opencl
 
 import (
 	"fmt"
-	"github.com/glint-llm/glint/backend/cpu"
 
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 )

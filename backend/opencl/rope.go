@@ -21,17 +21,20 @@ import (
 // The table grows, doubling, to the positions a RoPE is given (which the
 // host wrote: tensor.host); a K-shift's negative deltas extend it below 0.
 type ropeTable struct {
-	key    ropeKey
-	freqs  []float32 // the host's copy of key.freqs
-	mem    cl.Mem
-	lo, hi int32
+	key ropeKey
+	// thetaScale is ggml's theta^(−2/dims); freqs the host's copy of
+	// key.freqs.
+	thetaScale float32
+	freqs      []float32
+	mem        cl.Mem
+	lo, hi     int32
 }
 
-// ropeKey is what the angles depend on.
+// ropeKey is what the angles depend on (backend.Rope with its scales).
 type ropeKey struct {
-	dims                          int
-	thetaScale, freqScale, mscale float32
-	freqs                         *tensor // a weight: never changes
+	dims                     int
+	theta, freqScale, mscale float32
+	freqs                    *tensor // a weight: never changes
 }
 
 // ropeMinRows is the fewest positions a table holds on either side of 0.
@@ -52,15 +55,16 @@ func (b *Backend) ropeRows(op string, r backend.Rope, freqs, pos *tensor, n int)
 		lo, hi = min(lo, p), max(hi, p+1)
 	}
 	freqScale, mscale, _ := r.Scales()
-	key := ropeKey{r.Dims, ggmlmath.Powf(r.Theta, float32(-2)/float32(r.Dims)), freqScale, mscale, freqs}
+	key := ropeKey{r.Dims, r.Theta, freqScale, mscale, freqs}
 	var t *ropeTable
 	for _, c := range b.ropes {
 		if c.key == key {
 			t = c
+			break
 		}
 	}
 	if t == nil {
-		t = &ropeTable{key: key}
+		t = &ropeTable{key: key, thetaScale: ggmlmath.Powf(r.Theta, float32(-2)/float32(r.Dims))}
 		if freqs != nil {
 			t.freqs = make([]float32, freqs.elems)
 			if err := b.q.Read(freqs.mem, 0, 4*freqs.elems, ptr(t.freqs)); err != nil {
@@ -81,7 +85,7 @@ func (b *Backend) ropeRows(op string, r backend.Rope, freqs, pos *tensor, n int)
 	rows := int(nhi - nlo)
 	cs := make([]float32, rows*2*half)
 	for i := range rows {
-		ggmlmath.RoPECosSin(cs[i*2*half:(i+1)*2*half], nlo+int32(i), key.thetaScale, t.freqs, freqScale, mscale)
+		ggmlmath.RoPECosSin(cs[i*2*half:(i+1)*2*half], nlo+int32(i), t.thetaScale, t.freqs, freqScale, mscale)
 	}
 	m, err := b.ctx.NewBuffer(4 * len(cs))
 	if err == nil {
