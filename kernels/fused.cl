@@ -72,6 +72,60 @@ inline void act_q8_32(global const float* x, global const float* g, float scale,
 	}
 }
 
+#ifdef CPU_VARIANT
+// act_q8_k rounds the activations to Q8_K in local memory, as
+// quantize_q8_k. A CPU device runs a group's work-items one after another,
+// so each rounds whole blocks, without the reductions and barriers of the
+// GPU form below, which every group repeats (with 64 groups a PoCL Q4_K
+// step took 1.3x the ops one by one).
+// The block's scale comes from its first element of the largest magnitude,
+// as ggml's strict > finds it. ra and ri are unused.
+inline void act_q8_k(global const float* x, global const float* g, float scale, int norm, global float* xn,
+		int K, local char* xq, local float* xd, local float* ra, local int* ri) {
+	for (int b = get_local_id(0); b < K / 256; b += get_local_size(0)) {
+		int off = 256 * b;
+		float16 m = 0.0f;
+		for (int c = off; c < off + 256; c += 16) {
+			float16 v = act16(x, g, scale, norm, c);
+			if (xn)
+				vstore16(v, 0, xn + c);
+			m = fmax(m, fabs(v));
+		}
+		float8 m8 = fmax(m.lo, m.hi);
+		float4 m4 = fmax(m8.lo, m8.hi);
+		float2 m2 = fmax(m4.lo, m4.hi);
+		float amax = fmax(m2.x, m2.y), mx = 0.0f;
+		for (int k = off; k < off + 256; k++) {
+			float v = act1(x, g, scale, norm, k);
+			if (fabs(v) == amax) {
+				mx = v;
+				break;
+			}
+		}
+		local char* q = xq + off;
+		local float* dd = xd + b * Q8K_F;
+		if (amax == 0.0f) {
+			vstore16((char16)0, 0, q);
+			for (int k = 16; k < 256; k += 16)
+				vstore16((char16)0, 0, q + k);
+			for (int k = 0; k < Q8K_F; k++)
+				dd[k] = 0.0f;
+			continue;
+		}
+		float iscale = div_rn(-127.0f, mx);
+		for (int j = 0; j < 16; j++) {
+			float16 qf = fmin(127.0f, rint(iscale * act16(x, g, scale, norm, off + 16 * j)));
+			vstore16(convert_char16(qf), 0, q + 16 * j);
+			int16 qi = convert_int16(qf);
+			int8 s8 = qi.lo + qi.hi;
+			int4 s4 = s8.lo + s8.hi;
+			int2 s2 = s4.lo + s4.hi;
+			dd[1 + j] = (float)(s2.x + s2.y);
+		}
+		dd[0] = div_rn(1.0f, iscale);
+	}
+}
+#else
 // act_q8_k rounds the activations to Q8_K in local memory, as
 // quantize_q8_k, one 256-element block at a time by the whole group; ra and
 // ri hold L floats and L ints.
@@ -131,6 +185,7 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 			dd[0] = div_rn(1.0f, iscale);
 	}
 }
+#endif
 
 // mvf_out is a row's way out: to its matrix's output dst at oo and, where
 // mf has MF_STORE, to the cache c at element co + oo, rounded to f16 where
@@ -173,6 +228,9 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 		else                                                                                   \
 			act_q8_32(x, g, scale, norm, xw, K, xq, xd, XDN_##T);                              \
 		barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+		/* The row code's M (LK_q4_0) is M0 for every matrix: the host chains */            \
+		/* only matrices that agree in it (fuse.go), and a value that varied by */          \
+		/* work-item made PoCL branch on it block by block (Q4_0 1.5x slower). */            \
 		/* One row per pass, so that the row's barriers are never inside a */             \
 		/* branch (PoCL 3.1 miscompiled that): with MVF_SILU, passes alternate the */      \
 		/* gate's row o and the up's. */                                                     \
@@ -185,7 +243,7 @@ inline void mvf_out(global float* dst, global uchar* c, ulong co, int mf, int oo
 			int oc = min(o, (silu ? M0 : mt) - 1);                                             \
 			int mi = silu ? hf : oc < m1 ? 0 : oc < m2 ? 1 : 2;                                \
 			int oo = silu ? oc : oc - (mi == 0 ? 0 : mi == 1 ? m1 : m2);                       \
-			int M = mi == 0 ? M0 : mi == 1 ? M1 : M2;                                          \
+			const int M = M0;                                                                  \
 			global const uchar* row = (mi == 0 ? w0 : mi == 1 ? w1 : w2) +                     \
 					(ulong)oo * (mi == 0 ? rb0 : mi == 1 ? rb1 : rb2);                         \
 			float v;                                                                           \

@@ -187,9 +187,17 @@ kernel void quantize_q8_k(global const float* x, global char* xq, global float* 
 // lanes_block). HDR_T is the block's size in bytes and the offsets of its
 // f16 d and min (-1: none), read by wdm.
 
-// fold4 sums each run of four consecutive elements: 16 elements that start
-// a 32-element chunk (or its second half) give four lanes.
-inline int4 fold4(int16 p) { return p.s048c + p.s159d + p.s26ae + p.s37bf; }
+// madd_fold is the lane sums of the products a·x: each run of four
+// consecutive elements summed, so 16 elements that start a 32-element chunk
+// (or its second half) give four lanes. It adds adjacent pairs first, as
+// x86's pmaddwd does; PoCL compiles that to far fewer instructions than
+// widening all sixteen products (Q8_0 decode about 18% faster). A
+// sub-block scale multiplies the four sums, not the sixteen products: the
+// same integers.
+inline int4 madd_fold(short16 a, short16 x) {
+	int8 p = convert_int8(a.even) * convert_int8(x.even) + convert_int8(a.odd) * convert_int8(x.odd);
+	return p.even + p.odd;
+}
 
 // place4 puts four lane sums at lanes 0…3 (hi 0) or 4…7 (hi 1).
 inline int8 place4(int4 v, int hi) {
@@ -205,7 +213,7 @@ inline int8 lane_at(int v, int l) {
 // ldot32 is the lanes of 32 consecutive elements a (0…15) and b (16…31);
 // each product is at most 128·127 in magnitude, which fits a short.
 inline int8 ldot32(short16 a, short16 b, char16 x0, char16 x1) {
-	return (int8)(fold4(convert_int16(a * convert_short16(x0))), fold4(convert_int16(b * convert_short16(x1))));
+	return (int8)(madd_fold(a, convert_short16(x0)), madd_fold(b, convert_short16(x1)));
 }
 
 // wdm is the f16 d and min (0 where moff < 0) of block b of a row as floats.
@@ -321,9 +329,9 @@ inline wu_q6_k wload_q6_k(global const uchar* row, int u) {
 inline int8 ldot_q6_k(wu_q6_k w, char16 x0, char16 x1, char16 x2, char16 x3, int hf) {
 	// Each product ≤ 32·127 fits a short; scaled by an int8 sub-scale and
 	// summed over four quarters it needs an int.
-	int16 p = w.s1 * convert_int16(w.q1 * convert_short16(x0)) + w.s2 * convert_int16(w.q2 * convert_short16(x1)) +
-			w.s3 * convert_int16(w.q3 * convert_short16(x2)) + w.s4 * convert_int16(w.q4 * convert_short16(x3));
-	return place4(fold4(p), hf);
+	int4 p = w.s1 * madd_fold(w.q1, convert_short16(x0)) + w.s2 * madd_fold(w.q2, convert_short16(x1)) +
+			w.s3 * madd_fold(w.q3, convert_short16(x2)) + w.s4 * madd_fold(w.q4, convert_short16(x3));
+	return place4(p, hf);
 }
 
 // ---- Q5_0 × Q8_0: Σ (q5-16)·qx per 32-element block; the decoded unit is
@@ -529,9 +537,9 @@ inline wu_q2_k wload_q2_k(global const uchar* row, int u) {
 // ldot_q2_k is ldot_q6_k for Q2_K's unit.
 inline int8 ldot_q2_k(wu_q2_k w, char16 x0, char16 x1, char16 x2, char16 x3, int hf) {
 	// Products ≤ 3·127 fit a short; scaled and summed they need an int.
-	int16 p = w.s1 * convert_int16(w.q1 * convert_short16(x0)) + w.s2 * convert_int16(w.q2 * convert_short16(x1)) +
-			w.s3 * convert_int16(w.q3 * convert_short16(x2)) + w.s4 * convert_int16(w.q4 * convert_short16(x3));
-	return place4(fold4(p), hf);
+	int4 p = w.s1 * madd_fold(w.q1, convert_short16(x0)) + w.s2 * madd_fold(w.q2, convert_short16(x1)) +
+			w.s3 * madd_fold(w.q3, convert_short16(x2)) + w.s4 * madd_fold(w.q4, convert_short16(x3));
+	return place4(p, hf);
 }
 
 // ---- Q4_K × Q8_K: unit u is chunk u&3 of super-block u/4, 64 contiguous
@@ -588,9 +596,9 @@ inline wu_q4_k wload_q4_k(global const uchar* row, int u) {
 // 2c+1: q3, q4), so q1 and q3 share lanes 0…3, q2 and q4 lanes 4…7.
 inline int8 ldot_q4_k(wu_q4_k w, char16 x0, char16 x1, char16 x2, char16 x3) {
 	// Products ≤ 31·127 (Q5_K) fit a short, scaled an int.
-	int16 lo = w.s1 * convert_int16(w.q1 * convert_short16(x0)) + w.s2 * convert_int16(w.q3 * convert_short16(x2));
-	int16 hi = w.s1 * convert_int16(w.q2 * convert_short16(x1)) + w.s2 * convert_int16(w.q4 * convert_short16(x3));
-	return (int8)(fold4(lo), fold4(hi));
+	int4 lo = w.s1 * madd_fold(w.q1, convert_short16(x0)) + w.s2 * madd_fold(w.q3, convert_short16(x2));
+	int4 hi = w.s1 * madd_fold(w.q2, convert_short16(x1)) + w.s2 * madd_fold(w.q4, convert_short16(x3));
+	return (int8)(lo, hi);
 }
 
 // ---- Q5_K × Q8_K: Q4_K with a fifth bit, bit s of qh[l] for byte l of
@@ -955,10 +963,12 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 #define LANES_MV_ROW(T, row, XQ, XD, out)                                                      \
 	{                                                                                          \
 		const int U = K / QU_##T, nb = U / UPB_##T;                                            \
-		lacc s, s2;                                                                            \
-		LACC_INIT(s);                                                                          \
-		LACC_INIT(s2);                                                                         \
 		if (S == 1) {                                                                          \
+			/* Accumulators of this branch only: PoCL keeps what lives across */                \
+			/* the other branch's barriers in memory, one store per block. */                    \
+			lacc c, c2;                                                                        \
+			LACC_INIT(c);                                                                      \
+			LACC_INIT(c2);                                                                     \
 			for (int b = 0; b < nb; b++) {                                                     \
 				int8 L = 0, P = 0;                                                             \
 				for (int u = b * UPB_##T; u < (b + 1) * UPB_##T; u++) {                        \
@@ -966,11 +976,12 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 					L += LDOT_##T(wu, (XQ) + XOFF_##T(u), u);                                  \
 					P += PDOT_##T(wu, (XD) + b * XDN_##T, u);                                  \
 				}                                                                              \
-				lanes_mv_block(LK_##T, &s, &s2, b, nb, L, P, (XD)[b * XDN_##T], X1(T, XD, b),  \
+				lanes_mv_block(LK_##T, &c, &c2, b, nb, L, P, (XD)[b * XDN_##T], X1(T, XD, b),  \
 						wdm(row, b, HDR_##T));                                                 \
 			}                                                                                  \
-			out = lanes_mv_value(LK_##T, s, s2);                                               \
+			out = lanes_mv_value(LK_##T, c, c2);                                               \
 		} else {                                                                               \
+			lacc s, s2;                                                                        \
 			const int CU = max(S, UPB_##T), CB = CU / UPB_##T;                                 \
 			local int* my = li + r * CU * LREC;                                                \
 			float la[8], la2[8], lam[8], lsm = 0.0f;                                               \

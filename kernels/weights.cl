@@ -30,7 +30,7 @@
 // The matrix-matrix kernels always read activations so rounded. On a GPU
 // the matrix-vector kernels round as they read instead (MVR_T, MVR16_T):
 // there the arithmetic hides under the weight reads and it saves a launch
-// per token. A CPU device (MV_ROUNDED_X, set by the host) runs round_act_T
+// per token. A CPU device (CPU_VARIANT, set by the host) runs round_act_T
 // before mv_T too: each work-item streams a whole row, so rounding as it
 // reads would round every activation once per row, which measured 2–3×
 // slower than the unrounded kernel on PoCL.
@@ -39,7 +39,7 @@
 #define XR_bf16(x) bf16_round(x)
 #define MVR_f32(x) (x)
 #define MVR16_f32(v) (v)
-#ifdef MV_ROUNDED_X
+#ifdef CPU_VARIANT
 #define MVR_f16(x) (x)
 #define MVR_bf16(x) (x)
 #define MVR16_f16(v) (v)

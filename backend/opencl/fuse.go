@@ -153,7 +153,7 @@ func (b *Backend) holdMatMul(dst, x, w *tensor) bool {
 		for i := range b.held() {
 			c := &b.chains[i]
 			if c.plain() && c.nmat < len(c.mats) && x == c.matIn() &&
-				(c.nmat == 0 || (w.dt == c.weight && K == backend.Cols(c.mats[0].w))) {
+				(c.nmat == 0 || (w.dt == c.weight && K == backend.Cols(c.mats[0].w) && sameKind(w, c.mats[0].w))) {
 				c.weight = w.dt
 				c.mats[c.nmat] = chainMat{dst: dst, w: w}
 				c.nmat++
@@ -170,6 +170,13 @@ func (b *Backend) holdMatMul(dst, x, w *tensor) bool {
 	}
 	b.hold(chain{in: x, weight: w.dt, nmat: 1, mats: [3]chainMat{{dst: dst, w: w}}})
 	return true
+}
+
+// sameKind reports whether matrices v and w sum their rows alike: Q4_0's
+// order depends on the rows (a multiple of 8 takes ggml's repacked gemv,
+// LK_q4_0 in quant.cl), and mvf_T decides it once for all its matrices.
+func sameKind(v, w *tensor) bool {
+	return v.dt != dtype.Q4_0 || (backend.Rows(v)%8 == 0) == (backend.Rows(w)%8 == 0)
 }
 
 // heldMat finds the held matmul whose output is t.

@@ -58,7 +58,7 @@ func (s *fusedStep) outputs() map[string]backend.Tensor {
 // vt), embd K, q rows mq, k and v rows mkv in heads of hd, FFN width ff,
 // caches of type ct; rope's Dims, NeoX and Freqs as r says (Freqs non-nil:
 // made here).
-func newFusedStep(t *testing.T, b backend.Backend, seed uint64, dt, vt dtype.Type, K, mq, mkv, ff, hd int, ct dtype.Type, r backend.Rope) *fusedStep {
+func newFusedStep(t testing.TB, b backend.Backend, seed uint64, dt, vt dtype.Type, K, mq, mkv, ff, hd int, ct dtype.Type, r backend.Rope) *fusedStep {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	f32 := func(n int, lo, hi float32, shape ...int) backend.Tensor {
@@ -116,7 +116,8 @@ func newFusedStep(t *testing.T, b backend.Backend, seed uint64, dt, vt dtype.Typ
 // on the CPU backend, and on OpenCL fused and op by op, on both kernel
 // variants of every device. Fusing must change no bit of any tensor the
 // ops write (the caches included), and the step must take the fused launch
-// count: 4, 5 where V's weights are of another type. Both agree with the
+// count: 4, 5 where V's weights are of another type or Q's rows sum in
+// another order than K's. Both agree with the
 // CPU bit for bit, as the ops do (RMSNorm, the quantised matmuls, RoPE, Add,
 // SiLU·mul).
 func TestFusedDecode(t *testing.T) { eachDevice(t, testFusedDecode) }
@@ -134,6 +135,9 @@ func testFusedDecode(t *testing.T, dev *Backend) {
 		rope               backend.Rope
 	}{
 		{dtype.Q4_0, dtype.Q4_0, 256, 256, 64, 352, 64, f16, backend.Rope{Dims: 64, Theta: 500000, Freqs: &tensor{}}},
+		// Q of 96 rows and K, V of 36 sum in different orders (LK_q4_0):
+		// two chains (sameKind).
+		{dtype.Q4_0, dtype.Q4_0, 64, 96, 36, 96, 12, f32, backend.Rope{Dims: 12, Theta: 10000}},
 		{dtype.Q8_0, dtype.Q8_0, 160, 96, 48, 224, 24, f32, backend.Rope{Dims: 24, Theta: 10000, NeoX: true}},
 		{dtype.Q4_1, dtype.Q4_1, 96, 64, 32, 160, 16, f16, backend.Rope{Dims: 12, Theta: 10000}},
 		{dtype.Q5_0, dtype.Q5_0, 128, 64, 32, 96, 16, f16, backend.Rope{Dims: 16, Theta: 10000, NeoX: true}},
@@ -157,6 +161,12 @@ func testFusedDecode(t *testing.T, dev *Backend) {
 				steps := map[string]*fusedStep{}
 				for bn, b := range map[string]backend.Backend{"cpu": c, "fused": o, "unfused": unfused} {
 					s := newFusedStep(t, b, 3, tc.dt, tc.vt, tc.K, tc.mq, tc.mkv, tc.ff, tc.hd, tc.ct, tc.rope)
+					if tc.K >= 512 {
+						// A block of zeros, which Q8_K rounds apart.
+						if err := b.WriteF32(s.x, 0, make([]float32, 256)); err != nil {
+							t.Fatal(err)
+						}
+					}
 					before := int64(0)
 					if ob, ok := b.(*Backend); ok {
 						before = ob.Stats().Launches
@@ -164,7 +174,7 @@ func testFusedDecode(t *testing.T, dev *Backend) {
 					s.run(b)
 					if ob, ok := b.(*Backend); ok && bn == "fused" {
 						want := int64(4)
-						if tc.vt != tc.dt {
+						if tc.vt != tc.dt || !sameKind(s.wq.(*tensor), s.wk.(*tensor)) {
 							want = 5
 						}
 						if l := ob.Stats().Launches - before; l != want {

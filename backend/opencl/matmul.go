@@ -109,7 +109,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	// the scales where the float kernels take x, one argument further on.
 	// F16 and BF16 weights round their activations too, once into b.act.q
 	// for all output rows, except that on a GPU mv rounds as it reads
-	// (MV_ROUNDED_X in weights.cl says why).
+	// (CPU_VARIANT in weights.cl says why).
 	xm := xt.mem
 	xArgs := func(k *kern) int {
 		if wk.quant == nil {

@@ -94,7 +94,7 @@ func (v variant) portable() variant {
 }
 
 // options are v's build options on a device described by info: the
-// CPU-device variant (MV_ROUNDED_X in weights.cl); correctly rounded
+// CPU-device variant (CPU_VARIANT: weights.cl, fused.cl); correctly rounded
 // division where the device offers it, unless approxDiv (the activation
 // quantisers in quant.cl must divide exactly as the CPU does); the fast
 // paths the device offers. No fast-math: results follow the CPU backend's
@@ -102,7 +102,7 @@ func (v variant) portable() variant {
 func (v variant) options(info DeviceInfo) string {
 	opts := "-cl-std=CL1.2"
 	if v.cpu {
-		opts += " -DMV_ROUNDED_X"
+		opts += " -DCPU_VARIANT"
 	}
 	if info.CorrectDivide && !v.approxDiv {
 		opts += " -cl-fp32-correctly-rounded-divide-sqrt -DCORRECT_DIV"
