@@ -91,10 +91,7 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 				vstore16(v, 0, xn + c);
 			m = fmax(m, fabs(v));
 		}
-		float8 m8 = fmax(m.lo, m.hi);
-		float4 m4 = fmax(m8.lo, m8.hi);
-		float2 m2 = fmax(m4.lo, m4.hi);
-		float amax = fmax(m2.x, m2.y), mx = 0.0f;
+		float amax = fmax16(m), mx = 0.0f;
 		for (int k = off; k < off + 256; k++) {
 			float v = act1(x, g, scale, norm, k);
 			if (fabs(v) == amax) {
@@ -105,8 +102,7 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 		local char* q = xq + off;
 		local float* dd = xd + b * Q8K_F;
 		if (amax == 0.0f) {
-			vstore16((char16)0, 0, q);
-			for (int k = 16; k < 256; k += 16)
+			for (int k = 0; k < 256; k += 16)
 				vstore16((char16)0, 0, q + k);
 			for (int k = 0; k < Q8K_F; k++)
 				dd[k] = 0.0f;
@@ -116,11 +112,7 @@ inline void act_q8_k(global const float* x, global const float* g, float scale, 
 		for (int j = 0; j < 16; j++) {
 			float16 qf = fmin(127.0f, rint(iscale * act16(x, g, scale, norm, off + 16 * j)));
 			vstore16(convert_char16(qf), 0, q + 16 * j);
-			int16 qi = convert_int16(qf);
-			int8 s8 = qi.lo + qi.hi;
-			int4 s4 = s8.lo + s8.hi;
-			int2 s2 = s4.lo + s4.hi;
-			dd[1 + j] = (float)(s2.x + s2.y);
+			dd[1 + j] = (float)isum16(convert_int16(qf));
 		}
 		dd[0] = div_rn(1.0f, iscale);
 	}

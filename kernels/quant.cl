@@ -38,16 +38,20 @@ inline int isum16(int16 v) {
 	return c.x + c.y;
 }
 
+// fmax16 is the largest of v's elements (fmax: a NaN never wins).
+inline float fmax16(float16 v) {
+	float8 a = fmax(v.lo, v.hi);
+	float4 b = fmax(a.lo, a.hi);
+	float2 c = fmax(b.lo, b.hi);
+	return fmax(c.x, c.y);
+}
+
 // quant_v32 rounds 32 floats v0, v1 to Q8_0 as ggml's x86
 // quantize_row_q8_0 does: d = f16(amax/127), q = rint(x·(127/amax)). It
 // returns d and the quants in *q0, *q1; *dr gets amax/127 before the f16
 // rounding and *sum Σq, which Q8_1 needs.
 inline float quant_v32(float16 v0, float16 v1, char16* q0, char16* q1, float* dr, int* sum) {
-	float16 a = fmax(fabs(v0), fabs(v1));
-	float8 a8 = fmax(a.lo, a.hi);
-	float4 a4 = fmax(a8.lo, a8.hi);
-	float2 a2 = fmax(a4.lo, a4.hi);
-	float amax = fmax(a2.x, a2.y);
+	float amax = fmax16(fmax(fabs(v0), fabs(v1)));
 	float d = 0.0f, id = 0.0f;
 	*dr = 0.0f;
 	if (amax != 0.0f) {
@@ -982,6 +986,8 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 			out = lanes_mv_value(LK_##T, c, c2);                                               \
 		} else {                                                                               \
 			lacc s, s2;                                                                        \
+			LACC_INIT(s);                                                                      \
+			LACC_INIT(s2);                                                                     \
 			const int CU = max(S, UPB_##T), CB = CU / UPB_##T;                                 \
 			local int* my = li + r * CU * LREC;                                                \
 			float la[8], la2[8], lam[8], lsm = 0.0f;                                               \

@@ -2,7 +2,6 @@ package opencl
 
 import (
 	"fmt"
-
 	"testing"
 
 	"github.com/glint-llm/glint/backend"

@@ -174,7 +174,8 @@ func testFusedDecode(t *testing.T, dev *Backend) {
 					s.run(b)
 					if ob, ok := b.(*Backend); ok && bn == "fused" {
 						want := int64(4)
-						if tc.vt != tc.dt || !sameKind(s.wq.(*tensor), s.wk.(*tensor)) {
+						// Q4_0's order depends on the rows: a multiple of 8 or not.
+						if tc.vt != tc.dt || (tc.dt == dtype.Q4_0 && (tc.mq%8 == 0) != (tc.mkv%8 == 0)) {
 							want = 5
 						}
 						if l := ob.Stats().Launches - before; l != want {
