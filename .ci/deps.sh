@@ -4,10 +4,11 @@
 # and Mesa's rusticl (mesa-opencl-icd: its llvmpipe device, which the tests
 # enable with RUSTICL_ENABLE=llvmpipe), so that every kernel is built and
 # checked by two OpenCL compilers; npm (for `make onnxruntime`) where it is
-# missing; and tmux, in which the chat tests drive `generate chat` as a
-# person would.
+# missing; tmux, in which the chat tests drive `generate chat` as a person
+# would; and clang, whose OpenCL C front end checks the kernel builds for
+# extensions neither device offers (TestKernelBuilds).
 set -euo pipefail
-pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd mesa-opencl-icd clinfo tmux)
+pkgs=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd mesa-opencl-icd clinfo tmux clang-15)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -39,22 +39,28 @@
 // summed plainly); without fp64, where the float pair's sum rounds
 // otherwise (very rarely); and in the flash-decoding split below.
 //
-// One work-group per (head, query row) makes three passes over the cells:
+// A work-group takes a tile of queries: hq query heads of one KV head
+// (grouped-query attention) times R query rows, where the rows scan the
+// same cells with the same arithmetic (a prompt's rows; rows that do not
+// go through one by one), at most ATT_Q queries, as the host finds local
+// memory for. It makes three passes over the cells, each key and value
+// read once for all its queries, whose arithmetic is each its own alone:
 // the scores and their maximum (keeping the first ATT_CHUNK scores in
-// local memory), the block sums (work-item per block, then work-item 0
-// adds them in order), and the weighing, chunk after chunk of ATT_CHUNK
-// cells: the chunk's p_j into local memory, then the lane sums, held in
-// local memory lacc[G][D]: entry e = g·D + d sums the chunk's cells
-// c ≡ g (mod G) of dimension d and is owned by work-item e mod L, so
-// updating it needs no barrier. Scores past the first chunk are computed
-// again, identically, in the later passes.
+// local memory), the block sums (work-item per block, then work-item j
+// adds query j's in order), and the weighing, chunk after chunk of
+// ATT_CHUNK cells: the chunk's p_j into local memory, then the lane sums,
+// held in local memory lacc[j][G][D]: entry e = g·D + d of query j sums
+// the chunk's cells c ≡ g (mod G) of dimension d and is owned by work-item
+// e mod L, so updating it needs no barrier. Scores past the first chunk
+// are computed again, identically, in the later passes.
 //
-// Launch: global (L·heads, n), local (L, 1). Local arrays: lq D floats, ls
-// ATT_CHUNK, lacc G·D floats, red L.
+// Launch: global (L·heads/hq, ceil(n/R)), local (L, 1). Local arrays, per
+// query: lq D floats, ls ATT_CHUNK, lacc G·D floats, red L.
 //
 // Long decode ranges use flash-decoding instead: a single query has only
-// `heads` work-groups, too few to fill a GPU, so the view [Lo, Hi) is split
-// into P partitions. attention_stats_K writes each partition's (m_p, l_p);
+// heads/hq work-groups, too few to fill a GPU, so the view [Lo, Hi) is
+// split into P partitions, each work-group again hq query heads of one KV
+// head. attention_stats_K writes each partition's (m_p, l_p);
 // attention_part_K_V combines them into the global M = max m_p and
 // sum = Σ_p l_p·e^(m_p−M), which is all the rounding of p_j needs, and
 // writes its partition's Σ_j p_j·v_j; attention_merge adds the partitions.
@@ -223,6 +229,70 @@ inline bool att_sees(att_view w, int c) {
 			&& (w.window == 0 || (long)w.pos - p < w.window);
 }
 
+// ATT_Q is the most queries a work-group of attention_K_V takes: query
+// heads of one KV head (grouped-query attention) times query rows that
+// scan the same cells (a prompt's), as many as the host finds local memory
+// for. The queries read each key and value together; each query's
+// arithmetic is its own alone. ATT_QS(q) runs the statement after it for
+// q = 0 … nq−1; ATT_QS_REG(q) does so unrolled on a GPU, for the
+// weighing's lane sums, which then stay in registers. Only there: unrolled
+// copies of the scoring multiplied PoCL's compile time many times over.
+#define ATT_Q 8
+#define ATT_QS(q) for (int q = 0; q < nq; q++)
+#ifdef CPU_VARIANT
+#define ATT_QS_REG(q) ATT_QS(q)
+#else
+#define ATT_QS_REG(q) _Pragma("unroll") for (int q = 0; q < ATT_Q; q++) if (q < nq)
+#endif
+
+// att_queries is what the nq queries of a work-group see: query q is row
+// (q / hq) of its rows and head (q % hq) of its heads; pos, mlo and mhi
+// are its row's (att_view).
+typedef struct {
+	global const int* cells;
+	int window, n;
+	int pos[ATT_Q];
+	uint mlo[ATT_Q], mhi[ATT_Q];
+} att_queries;
+
+// att_query is query q's view.
+inline att_view att_query(att_queries aq, int q) {
+	att_view w = {aq.cells, aq.pos[q], aq.window, aq.mlo[q], aq.mhi[q]};
+	return w;
+}
+
+// att_max_n sets mp[q] to the maximum of mx[q] over the work-group, for
+// the nq queries at once (red: nq·L floats). Every work-item must call it.
+inline void att_max_n(local float* red, const float* mx, int nq, float* mp) {
+	int lid = get_local_id(0), L = get_local_size(0);
+#ifdef SUBGROUPS
+	uint sg = get_sub_group_id(), ns = get_num_sub_groups();
+	ATT_QS(q) {
+		float m = sub_group_reduce_max(mx[q]);
+		if (get_sub_group_local_id() == 0)
+			red[q * L + sg] = m;
+	}
+	barrier(CLK_LOCAL_MEM_FENCE);
+	ATT_QS(q) {
+		float r = red[q * L];
+		for (uint i = 1; i < ns; i++)
+			r = fmax(r, red[q * L + i]);
+		mp[q] = r;
+	}
+#else
+	ATT_QS(q) red[q * L + lid] = mx[q];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	for (int s = L / 2; s > 0; s >>= 1) {
+		if (lid < s) {
+			ATT_QS(q) red[q * L + lid] = fmax(red[q * L + lid], red[q * L + lid + s]);
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	ATT_QS(q) mp[q] = red[q * L];
+#endif
+	barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 // att_row reads row i of rows into *w and its range into *lo, *hi; a row
 // whose sequence id is outside 0…63 or whose range is reversed or leaves
 // [Lo, Hi) is reported (by work-item 0) and false returned.
@@ -286,6 +356,23 @@ inline void att_part(global const int* rows, global const int* cells,
 	*c1 = ok ? max(*c0, min(hi, Lo + (p + 1) * partLen)) : *c0;
 }
 
+// att_part_queries is att_part for the hq query heads of one KV head that
+// a split's work-group takes: the single query row's view for each.
+inline void att_part_queries(global const int* rows, global const int* cells,
+		int window, int Lo, int Hi, volatile global int* status, int p,
+		int partLen, int hq, att_queries* aq, int* c0, int* c1) {
+	att_view w;
+	att_part(rows, cells, window, Lo, Hi, status, p, partLen, &w, c0, c1);
+	aq->cells = cells;
+	aq->window = window;
+	aq->n = hq;
+	for (int j = 0; j < ATT_Q; j++) {
+		aq->pos[j] = w.pos;
+		aq->mlo[j] = w.mlo;
+		aq->mhi[j] = w.mhi;
+	}
+}
+
 // DEFINE_ATT_K defines what depends on the K type only: staging the query,
 // scoring, the softmax's statistics, and the split's per-partition
 // statistics.
@@ -324,136 +411,172 @@ inline void att_part(global const int* rows, global const int* cells,
 				? att_score_##KT(lq, kb + (ulong)c * kvStride, D, m, sc)       \
 				: -INFINITY;                                                   \
 	}                                                                          \
-	/* att_softmax_KT returns, to every work-item, the maximum score *mp */  \
-	/* over the cells of [c0, c1) that w sees and float(1/sum) *invp, the */ \
-	/* softmax's sum formed as ggml_vec_soft_max_f32 does (W-cell blocks */   \
-	/* from c0, each att_reduce'd, added in order in float64). The */         \
-	/* scores of the first ATT_CHUNK cells stay in ls (−∞ where unseen). */  \
+	/* att_softmax_KT returns, to every work-item, for each of the nq */      \
+	/* queries (att_queries) the maximum score mp[q] over the cells of */     \
+	/* [c0, c1) that it sees and float(1/sum) invp[q], the softmax's sum */   \
+	/* formed as ggml_vec_soft_max_f32 does (W-cell blocks from c0, each */   \
+	/* att_reduce'd, added in order in float64 by work-item q). The */        \
+	/* queries read each key together; their scores of the first */           \
+	/* ATT_CHUNK cells stay in ls (ATT_CHUNK per query, −∞ where unseen). */ \
+	/* red holds nq·L floats. */                                               \
 	inline void att_softmax_##KT(global const KV_##KT* kb, ulong kvStride,    \
-			int D, att_mode m, att_scoring sc, att_view w, int c0, int c1,     \
+			int D, att_mode m, att_scoring sc, att_queries aq, int c0, int c1, \
 			local const float* lq, local float* ls, local float* red,          \
 			float* mp, float* invp) {                                          \
-		int lid = get_local_id(0), L = get_local_size(0), W = m.W;             \
-		float mx = -INFINITY;                                                  \
+		int lid = get_local_id(0), L = get_local_size(0), W = m.W, nq = aq.n;  \
+		float mx[ATT_Q];                                                       \
+		ATT_QS(q) mx[q] = -INFINITY;                                           \
 		for (int c = c0 + lid; c < c1; c += L) {                               \
-			float s = att_seen_##KT(lq, kb, kvStride, D, m, sc, w, c);         \
-			mx = fmax(mx, s);                                                  \
-			if (c - c0 < ATT_CHUNK)                                            \
-				ls[c - c0] = s;                                                \
+			global const KV_##KT* kr = kb + (ulong)c * kvStride;               \
+			ATT_QS(q) {                                                        \
+				float s = att_sees(att_query(aq, q), c)                        \
+						? att_score_##KT(lq + q * D, kr, D, m, sc) : -INFINITY; \
+				mx[q] = fmax(mx[q], s);                                        \
+				if (c - c0 < ATT_CHUNK)                                        \
+					ls[q * ATT_CHUNK + c - c0] = s;                            \
+			}                                                                  \
 		}                                                                      \
-		float M = wg_max(red, mx);                                             \
+		att_max_n(red, mx, nq, mp);                                            \
 		int nb = (c1 - c0 + W - 1) / W;                                        \
 		att_acc sum = att_acc_of(0.0f);                                        \
 		for (int b0 = 0; b0 < nb; b0 += L) {                                   \
-			float bs = 0.0f;                                                   \
-			if (b0 + lid < nb) {                                               \
-				float e[16];                                                   \
-				for (int l = 0; l < W; l++) {                                  \
-					int c = c0 + (b0 + lid) * W + l;                           \
-					float s = c >= c1 ? -INFINITY : c - c0 < ATT_CHUNK         \
-							? ls[c - c0]                                       \
-							: att_seen_##KT(lq, kb, kvStride, D, m, sc, w, c); \
-					e[l] = s == -INFINITY ? 0.0f : expf_lanes(s - M, W);       \
+			ATT_QS(q) {                                                        \
+				float bs = 0.0f;                                               \
+				if (b0 + lid < nb) {                                           \
+					float e[16];                                               \
+					for (int l = 0; l < W; l++) {                              \
+						int c = c0 + (b0 + lid) * W + l;                       \
+						float s = c >= c1 ? -INFINITY : c - c0 < ATT_CHUNK     \
+								? ls[q * ATT_CHUNK + c - c0]                   \
+								: att_seen_##KT(lq + q * D, kb, kvStride, D, m, \
+										sc, att_query(aq, q), c);              \
+						e[l] = s == -INFINITY ? 0.0f                           \
+								: expf_lanes(s - mp[q], W);                    \
+					}                                                          \
+					bs = att_reduce(e, W, false);                              \
 				}                                                              \
-				bs = att_reduce(e, W, false);                                  \
+				red[q * L + lid] = bs;                                         \
 			}                                                                  \
-			red[lid] = bs;                                                     \
 			barrier(CLK_LOCAL_MEM_FENCE);                                      \
-			if (lid == 0)                                                      \
+			if (lid < nq)                                                      \
 				for (int i = 0; i < min(L, nb - b0); i++)                      \
-					sum = att_add(sum, red[i]);                                \
+					sum = att_add(sum, red[lid * L + i]);                      \
 			barrier(CLK_LOCAL_MEM_FENCE);                                      \
 		}                                                                      \
-		if (lid == 0)                                                          \
-			red[0] = att_inv(sum);                                             \
+		if (lid < nq)                                                          \
+			red[lid] = att_inv(sum);                                           \
 		barrier(CLK_LOCAL_MEM_FENCE);                                          \
-		*invp = red[0];                                                        \
-		*mp = M;                                                               \
+		ATT_QS(q) invp[q] = red[q];                                            \
 		barrier(CLK_LOCAL_MEM_FENCE);                                          \
 	}                                                                          \
-	/* att_stats_KT returns, to every work-item, the maximum score *mp */     \
-	/* over the cells of [c0, c1) that w sees and the sum *lp of */           \
-	/* e^(score−max) (−∞ and 0 when it sees none), online: a */               \
-	/* flash-decoding partition's statistics. */                             \
+	/* att_stats_KT returns, to every work-item, for each of the nq */        \
+	/* queries the maximum score mp[q] over the cells of [c0, c1) that it */  \
+	/* sees and the sum lp[q] of e^(score−max) (−∞ and 0 when it sees */      \
+	/* none), online: a flash-decoding partition's statistics. red holds */  \
+	/* nq·L floats. */                                                        \
 	inline void att_stats_##KT(global const KV_##KT* kb, ulong kvStride,      \
-			int D, att_mode m, att_scoring sc, att_view w, int c0, int c1,     \
+			int D, att_mode m, att_scoring sc, att_queries aq, int c0, int c1, \
 			local const float* lq, local float* red, float* mp, float* lp) {   \
-		int lid = get_local_id(0), L = get_local_size(0);                      \
-		float mx = -INFINITY, l = 0.0f;                                        \
-		for (int c = c0 + lid; c < c1; c += L) {                               \
-			if (!att_sees(w, c))                                               \
-				continue;                                                      \
-			float s = att_score_##KT(lq, kb + (ulong)c * kvStride, D, m, sc);  \
-			att_online(s, &mx, &l);                                            \
+		int lid = get_local_id(0), L = get_local_size(0), nq = aq.n;           \
+		float mx[ATT_Q], l[ATT_Q];                                             \
+		ATT_QS(q) {                                                            \
+			mx[q] = -INFINITY;                                                 \
+			l[q] = 0.0f;                                                       \
 		}                                                                      \
-		float M = wg_max(red, mx);                                             \
+		for (int c = c0 + lid; c < c1; c += L) {                               \
+			global const KV_##KT* kr = kb + (ulong)c * kvStride;               \
+			ATT_QS(q) {                                                        \
+				if (att_sees(att_query(aq, q), c))                             \
+					att_online(att_score_##KT(lq + q * D, kr, D, m, sc),       \
+							&mx[q], &l[q]);                                    \
+			}                                                                  \
+		}                                                                      \
+		att_max_n(red, mx, nq, mp);                                            \
 		/* A work-item without cells has mx = -inf, l = 0: adds 0. */        \
-		*lp = wg_sum(red, mx == -INFINITY ? 0.0f : l * exp(mx - M));           \
-		*mp = M;                                                               \
+		ATT_QS(q) lp[q] = wg_sum(red, mx[q] == -INFINITY ? 0.0f                \
+				: l[q] * exp(mx[q] - mp[q]));                                  \
 	}                                                                          \
-	/* attention_stats_KT: partition p of head h's view (see */               \
-	/* attention_part) writes its (m, l) to part[(h·P + p)·(D+2) …]. */      \
-	/* Launch: global (L·heads, P), local (L, 1); lq D floats, red L. */     \
+	/* attention_stats_KT: partition p of the view of query heads h0 … */     \
+	/* h0+hq−1 of one KV head (h0 = hq·group 0; see attention_part) */        \
+	/* writes head h's (m, l) to part[(h·P + p)·(D+2) …]. Launch: global */  \
+	/* (L·heads/hq, P), local (L, 1); lq hq·D floats, red hq·L. */            \
 	kernel void attention_stats_##KT(global float* part,                      \
 			global const float* q, global const KV_##KT* k,                    \
 			global const int* rows, global const int* cells, int Lo, int Hi,   \
 			int window, int partLen, int heads, int kvHeads, int D,            \
 			float scale, float cap, float capInv, volatile global int* status, \
-			int wide, local float* lq, local float* red) {                     \
-		int h = get_group_id(0), p = get_group_id(1), P = get_num_groups(1);   \
-		int kvh = h / (heads / kvHeads);                                       \
-		att_view w;                                                            \
+			int wide, int hq, local float* lq, local float* red) {             \
+		int h0 = get_group_id(0) * hq, p = get_group_id(1);                    \
+		int P = get_num_groups(1), kvh = h0 / (heads / kvHeads);               \
+		att_queries aq;                                                        \
 		int c0, c1;                                                            \
-		att_part(rows, cells, window, Lo, Hi, status, p, partLen, &w, &c0,     \
-				&c1);                                                          \
+		att_part_queries(rows, cells, window, Lo, Hi, status, p, partLen, hq,  \
+				&aq, &c0, &c1);                                                \
 		att_scoring sc = {scale, cap, capInv};                                 \
 		att_mode m = att_mode_of(wide, false, KHALF_##KT, D, 1, 0, true);     \
-		att_setup_##KT(q + (ulong)h * D, D, 0, lq, lq);                        \
-		float mx, l;                                                           \
-		att_stats_##KT(k + (ulong)kvh * D, (ulong)kvHeads * D, D, m, sc, w,    \
-				c0, c1, lq, red, &mx, &l);                                     \
-		if (get_local_id(0) == 0) {                                            \
-			global float* pr = part + ((ulong)h * P + p) * (D + 2);            \
-			pr[0] = mx;                                                        \
-			pr[1] = l;                                                         \
+		att_setup_##KT(q + (ulong)h0 * D, hq * D, 0, lq, lq);                  \
+		float mx[ATT_Q], l[ATT_Q];                                             \
+		att_stats_##KT(k + (ulong)kvh * D, (ulong)kvHeads * D, D, m, sc, aq,   \
+				c0, c1, lq, red, mx, l);                                       \
+		int j = get_local_id(0);                                               \
+		if (j < hq) {                                                          \
+			global float* pr = part + ((ulong)(h0 + j) * P + p) * (D + 2);     \
+			pr[0] = mx[j];                                                     \
+			pr[1] = l[j];                                                      \
 		}                                                                      \
 	}
 
 // DEFINE_ATT_KV defines the weighing and the kernels for a K and a V type.
 #define DEFINE_ATT_KV(KT, VT)                                                  \
 	/* att_weigh_KT_VT adds p_j·v_j for the cells of [c0, c1) to lacc's */   \
-	/* G lanes (att_mode), p_j = e^(score_j−M)·inv rounded for the V type */ \
-	/* where w sees cell j, else 0 (and skipped), chunk after chunk in */     \
-	/* cell order; with stored set, ls holds the first chunk's scores. */     \
-	/* Every work-item calls it with the same arguments. */                   \
+	/* G lanes (att_mode) of each of the nq queries (GD entries each), */     \
+	/* p_j = e^(score_j−M[q])·inv[q] rounded for the V type where the */      \
+	/* query sees cell j, else 0 (and skipped), chunk after chunk in cell */  \
+	/* order; with stored set, ls holds the first chunk's scores */           \
+	/* (ATT_CHUNK per query). The queries read each key and value */          \
+	/* together. Every work-item calls it with the same arguments. */         \
 	inline void att_weigh_##KT##_##VT(global const KV_##KT* kb,               \
 			global const KV_##VT* vb, ulong kvStride, int D, att_mode m,       \
-			att_scoring sc, att_view w, int c0, int c1, float M, float inv,    \
-			bool stored, local const float* lq, local float* ls,               \
-			local float* lacc) {                                               \
-		int lid = get_local_id(0), L = get_local_size(0);                      \
+			att_scoring sc, att_queries aq, int c0, int c1, const float* M,    \
+			const float* inv, bool stored, local const float* lq,              \
+			local float* ls, local float* lacc) {                              \
+		int lid = get_local_id(0), L = get_local_size(0), nq = aq.n;           \
 		int G = m.G, GD = G * D;                                               \
 		for (int cb = c0; cb < c1; cb += ATT_CHUNK) {                          \
 			int cn = min(ATT_CHUNK, c1 - cb);                                  \
+			bool first = stored && cb == c0;                                   \
 			for (int c = lid; c < cn; c += L) {                                \
-				float s = stored && cb == c0 ? ls[c]                           \
-						: att_seen_##KT(lq, kb, kvStride, D, m, sc, w, cb + c);\
-				ls[c] = s == -INFINITY ? 0.0f                                  \
-						: KVR_##VT(expf_lanes(s - M, m.W) * inv);              \
+				global const KV_##KT* kr = kb + (ulong)(cb + c) * kvStride;    \
+				ATT_QS(q) {                                                    \
+					float s = first ? ls[q * ATT_CHUNK + c]                    \
+							: att_sees(att_query(aq, q), cb + c)               \
+							? att_score_##KT(lq + q * D, kr, D, m, sc)         \
+							: -INFINITY;                                       \
+					ls[q * ATT_CHUNK + c] = s == -INFINITY ? 0.0f              \
+							: KVR_##VT(expf_lanes(s - M[q], m.W) * inv[q]);    \
+				}                                                              \
 			}                                                                  \
 			barrier(CLK_LOCAL_MEM_FENCE);                                      \
 			/* The cells vec_dot's lanes take; AVX-512's rest: att_out. */    \
 			int lim = min(cn, m.npv - (cb - c0));                              \
 			for (int e = lid; e < GD; e += L) {                                \
 				int g = e / D, d = e - g * D;                                  \
-				float a = lacc[e];                                             \
+				float a[ATT_Q];                                                \
+				ATT_QS_REG(q) a[q] = lacc[q * GD + e];                         \
 				for (int c = g; c < lim; c += G) {                             \
-					float p = ls[c];                                           \
-					if (p != 0.0f)                                             \
-						a = fma(vel_##VT(vb, (ulong)(cb + c) * kvStride + d), \
-								p, a);                                         \
+					float v = 0.0f;                                            \
+					bool got = false;                                          \
+					ATT_QS_REG(q) {                                            \
+						float p = ls[q * ATT_CHUNK + c];                       \
+						if (p != 0.0f) {                                       \
+							if (!got)                                          \
+								v = vel_##VT(vb, (ulong)(cb + c) * kvStride + d); \
+							got = true;                                        \
+							a[q] = fma(v, p, a[q]);                            \
+						}                                                      \
+					}                                                          \
 				}                                                              \
-				lacc[e] = a;                                                   \
+				ATT_QS_REG(q) lacc[q * GD + e] = a[q];                         \
 			}                                                                  \
 			/* ls is rewritten by the next chunk (att_out reads the last). */ \
 			barrier(CLK_LOCAL_MEM_FENCE);                                      \
@@ -490,78 +613,126 @@ inline void att_part(global const int* rows, global const int* cells,
 		}                                                                      \
 		return KHALF_##VT ? att_round(s) : r;                                  \
 	}                                                                          \
+	/* attention_KT_VT: rows i0 … i0+R−1 (i0 = R·group 1) and query */       \
+	/* heads h0 … h0+hq−1 of one KV head (h0 = hq·group 0). Rows that */      \
+	/* scan the same cells with the same arithmetic (a prompt's) go */        \
+	/* through together, R·hq queries; other rows one by one, hq each. */    \
 	kernel void attention_##KT##_##VT(global float* out,                      \
 			global const float* q, global const KV_##KT* k,                    \
 			global const KV_##VT* v, global const int* rows,                   \
 			global const int* cells, int Lo, int Hi, int window, int heads,    \
 			int kvHeads, int D, float scale, float cap, float capInv,          \
-			volatile global int* status, int wide, int prefill, int G,         \
-			local float* lq, local float* ls, local float* lacc,               \
+			volatile global int* status, int wide, int prefill, int G, int hq, \
+			int R, int n, local float* lq, local float* ls, local float* lacc, \
 			local float* red) {                                                \
-		int h = get_group_id(0), i = get_group_id(1);                          \
+		int h0 = get_group_id(0) * hq, i0 = get_group_id(1) * R;              \
 		int lid = get_local_id(0), L = get_local_size(0);                      \
-		int kvh = h / (heads / kvHeads);                                       \
+		int kvh = h0 / (heads / kvHeads), nr = min(R, n - i0);                 \
 		ulong kvStride = (ulong)kvHeads * D;                                   \
-		att_view w;                                                            \
-		int lo, hi;                                                            \
-		if (!att_row(rows, i, cells, window, Lo, Hi, status, &w, &lo, &hi))    \
-			hi = lo; /* sees nothing: zeros */                                 \
-		att_scoring sc = {scale, cap, capInv};                                 \
-		bool pre = prefill && att_batched(rows, i, get_num_groups(1));         \
-		att_mode m = att_mode_of(wide, pre, KHALF_##KT, D, G, hi - lo, false); \
-		att_setup_##KT(q + ((ulong)i * heads + h) * D, D, m.G * D, lq, lacc);  \
 		global const KV_##KT* kb = k + (ulong)kvh * D;                         \
 		global const KV_##VT* vb = v + (ulong)kvh * D;                         \
-		float M, inv;                                                          \
-		att_softmax_##KT(kb, kvStride, D, m, sc, w, lo, hi, lq, ls, red, &M,   \
-				&inv);                                                         \
-		att_weigh_##KT##_##VT(kb, vb, kvStride, D, m, sc, w, lo, hi, M, inv,   \
-				true, lq, ls, lacc);                                           \
-		global float* orow = out + ((ulong)i * heads + h) * D;                 \
-		for (int d = lid; d < D; d += L)                                       \
-			orow[d] = att_out_##KT##_##VT(lacc, ls, vb, kvStride, D, d, m, lo, \
-					hi);                                                       \
+		att_scoring sc = {scale, cap, capInv};                                 \
+		/* Each row's view and range (a bad one sees nothing: zeros) and */  \
+		/* whether all share the first's range and arithmetic. */            \
+		att_view wr[ATT_Q];                                                    \
+		int lor[ATT_Q], hir[ATT_Q];                                            \
+		bool prer[ATT_Q], same = true;                                         \
+		for (int r = 0; r < nr; r++) {                                         \
+			if (!att_row(rows, i0 + r, cells, window, Lo, Hi, status, &wr[r],  \
+					&lor[r], &hir[r]))                                         \
+				hir[r] = lor[r];                                               \
+			prer[r] = prefill && att_batched(rows, i0 + r, n);                 \
+			same = same && lor[r] == lor[0] && hir[r] == hir[0]                \
+					&& prer[r] == prer[0];                                     \
+		}                                                                      \
+		int step = same ? nr : 1;                                              \
+		for (int r0 = 0; r0 < nr; r0 += step) {                                \
+			int nq = step * hq, lo = lor[r0], hi = hir[r0];                    \
+			att_queries aq;                                                    \
+			aq.cells = cells;                                                  \
+			aq.window = window;                                                \
+			aq.n = nq;                                                         \
+			ATT_QS(j) {                                                        \
+				att_view w = wr[r0 + j / hq];                                  \
+				aq.pos[j] = w.pos;                                             \
+				aq.mlo[j] = w.mlo;                                             \
+				aq.mhi[j] = w.mhi;                                             \
+			}                                                                  \
+			att_mode m = att_mode_of(wide, prer[r0], KHALF_##KT, D, G,         \
+					hi - lo, false);                                           \
+			/* Query j's row: q's rows of heads·D, its heads consecutive. */ \
+			for (int e = lid; e < nq * D; e += L) {                            \
+				int j = e / D, d = e - j * D;                                  \
+				lq[e] = KVR_##KT(q[((ulong)(i0 + r0 + j / hq) * heads + h0     \
+						+ j % hq) * D + d]);                                   \
+			}                                                                  \
+			for (int e = lid; e < nq * m.G * D; e += L)                        \
+				lacc[e] = 0.0f;                                                \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+			float M[ATT_Q], inv[ATT_Q];                                        \
+			att_softmax_##KT(kb, kvStride, D, m, sc, aq, lo, hi, lq, ls, red,  \
+					M, inv);                                                   \
+			att_weigh_##KT##_##VT(kb, vb, kvStride, D, m, sc, aq, lo, hi, M,   \
+					inv, true, lq, ls, lacc);                                  \
+			for (int e = lid; e < nq * D; e += L) {                            \
+				int j = e / D, d = e - j * D;                                  \
+				out[((ulong)(i0 + r0 + j / hq) * heads + h0 + j % hq) * D + d] \
+						= att_out_##KT##_##VT(lacc + j * m.G * D,              \
+								ls + j * ATT_CHUNK, vb, kvStride, D, d, m, lo, \
+								hi);                                           \
+			}                                                                  \
+			/* lq, ls and lacc are the next rows'. */                         \
+			barrier(CLK_LOCAL_MEM_FENCE);                                      \
+		}                                                                      \
 	}                                                                          \
 	/* attention_part_KT_VT is partition p of a single query's view, */      \
-	/* [Lo + p·partLen, Lo + (p+1)·partLen) ∩ [lo, hi), after */              \
-	/* attention_stats: it writes Σ_j p_j·v_j to */                           \
-	/* part[(h·P + p)·(D+2) + 2 …]. Launch and local arrays as for */         \
-	/* attention_KT_VT, global (L·heads, P). */                               \
+	/* [Lo + p·partLen, Lo + (p+1)·partLen) ∩ [lo, hi), for query heads */    \
+	/* h0 … h0+hq−1 of one KV head, after attention_stats: it writes head */  \
+	/* h's Σ_j p_j·v_j to part[(h·P + p)·(D+2) + 2 …]. Launch and local */   \
+	/* arrays as for attention_KT_VT, global (L·heads/hq, P). */              \
 	kernel void attention_part_##KT##_##VT(global float* part,                \
 			global const float* q, global const KV_##KT* k,                    \
 			global const KV_##VT* v, global const int* rows,                   \
 			global const int* cells, int Lo, int Hi, int window, int partLen,  \
 			int heads, int kvHeads, int D, float scale, float cap,             \
 			float capInv, volatile global int* status, int wide, int G,        \
-			local float* lq, local float* ls, local float* lacc,               \
+			int hq, local float* lq, local float* ls, local float* lacc,       \
 			local float* red) {                                                \
-		int h = get_group_id(0), p = get_group_id(1), P = get_num_groups(1);   \
+		int h0 = get_group_id(0) * hq, p = get_group_id(1);                    \
+		int P = get_num_groups(1), nq = hq;                                    \
 		int lid = get_local_id(0), L = get_local_size(0);                      \
-		int kvh = h / (heads / kvHeads);                                       \
+		int kvh = h0 / (heads / kvHeads);                                      \
 		ulong kvStride = (ulong)kvHeads * D;                                   \
-		global float* ph = part + (ulong)h * P * (D + 2);                      \
-		float M = -INFINITY, sum = 0.0f;                                       \
-		for (int r = 0; r < P; r++)                                            \
-			M = fmax(M, ph[(ulong)r * (D + 2)]);                               \
-		for (int r = 0; r < P; r++) {                                          \
-			global const float* pr = ph + (ulong)r * (D + 2);                  \
-			/* A partition without cells seen adds 0. */                      \
-			if (pr[0] != -INFINITY)                                            \
-				sum += pr[1] * exp(pr[0] - M);                                 \
+		/* Each head's global maximum and 1/sum over the partitions. */      \
+		float M[ATT_Q], inv[ATT_Q];                                            \
+		ATT_QS(j) {                                                            \
+			global const float* ph = part + (ulong)(h0 + j) * P * (D + 2);     \
+			float mj = -INFINITY, sum = 0.0f;                                  \
+			for (int r = 0; r < P; r++)                                        \
+				mj = fmax(mj, ph[(ulong)r * (D + 2)]);                         \
+			for (int r = 0; r < P; r++) {                                      \
+				global const float* pr = ph + (ulong)r * (D + 2);              \
+				/* A partition without cells seen adds 0. */                  \
+				if (pr[0] != -INFINITY)                                        \
+					sum += pr[1] * exp(pr[0] - mj);                            \
+			}                                                                  \
+			M[j] = mj;                                                         \
+			inv[j] = 1.0f / sum;                                               \
 		}                                                                      \
-		att_view w;                                                            \
+		att_queries aq;                                                        \
 		int c0, c1;                                                            \
-		att_part(rows, cells, window, Lo, Hi, status, p, partLen, &w, &c0,     \
-				&c1);                                                          \
+		att_part_queries(rows, cells, window, Lo, Hi, status, p, partLen, hq,  \
+				&aq, &c0, &c1);                                                \
 		att_scoring sc = {scale, cap, capInv};                                 \
 		att_mode m = att_mode_of(wide, false, KHALF_##KT, D, G, 0, true);     \
-		att_setup_##KT(q + (ulong)h * D, D, G * D, lq, lacc);                  \
+		att_setup_##KT(q + (ulong)h0 * D, hq * D, hq * G * D, lq, lacc);       \
 		att_weigh_##KT##_##VT(k + (ulong)kvh * D, v + (ulong)kvh * D,          \
-				kvStride, D, m, sc, w, c0, c1, M, 1.0f / sum, false, lq, ls,   \
-				lacc);                                                         \
-		global float* pr = ph + (ulong)p * (D + 2);                            \
-		for (int d = lid; d < D; d += L)                                       \
-			pr[2 + d] = att_sum(lacc, G, D, d);                                \
+				kvStride, D, m, sc, aq, c0, c1, M, inv, false, lq, ls, lacc);  \
+		for (int e = lid; e < hq * D; e += L) {                                \
+			int j = e / D, d = e - j * D;                                      \
+			part[((ulong)(h0 + j) * P + p) * (D + 2) + 2 + d] =                \
+					att_sum(lacc + j * G * D, G, D, d);                        \
+		}                                                                      \
 	}
 
 DEFINE_ATT_K(f32)

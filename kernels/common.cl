@@ -1,8 +1,38 @@
 // Shared helpers for every glint kernel. OpenCL C 1.2 with no extensions:
 // halves are read with vload_half (no cl_khr_fp16), reductions go through
-// local memory (no subgroups), so the same source runs on every device.
+// local memory, so the same source runs on every device. Vendor fast paths
+// are build options the host adds where the device offers them (SUBGROUPS
+// below, DOT4_KHR in gemm.cl).
 //
 // Work-group reductions assume a power-of-two local size; the host picks one.
+
+// SUBGROUPS: the device offers cl_khr_subgroups or cl_intel_subgroups
+// (which has the same built-ins). They are declared here as well, since a
+// compiler may declare them only for OpenCL C 2.0, and the programs are
+// built as 1.2. A maximum is the same in any order, so maxima (wg_max,
+// the attention's) take the sub-group's built-in and local memory only
+// across sub-groups; float sums keep the local-memory tree, whose order the
+// CPU backend's bits depend on.
+#ifdef SUBGROUPS
+uint __attribute__((overloadable)) get_sub_group_id(void);
+uint __attribute__((overloadable)) get_num_sub_groups(void);
+uint __attribute__((overloadable)) get_sub_group_local_id(void);
+float __attribute__((overloadable)) sub_group_reduce_max(float);
+
+// sg_max returns the maximum of v over the work-group: each sub-group's
+// into red[its id], then every work-item folds them.
+inline float sg_max(local float* red, float v) {
+	float m = sub_group_reduce_max(v);
+	if (get_sub_group_local_id() == 0)
+		red[get_sub_group_id()] = m;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	float r = red[0];
+	for (uint i = 1; i < get_num_sub_groups(); i++)
+		r = fmax(r, red[i]);
+	barrier(CLK_LOCAL_MEM_FENCE);
+	return r;
+}
+#endif
 
 // wg_sum returns the sum of v over the work-group. Every work-item must call
 // it (it has barriers); red holds get_local_size(0) floats.
@@ -22,6 +52,9 @@ inline float wg_sum(local float* red, float v) {
 
 // wg_max is wg_sum for the maximum.
 inline float wg_max(local float* red, float v) {
+#ifdef SUBGROUPS
+	return sg_max(red, v);
+#else
 	int lid = get_local_id(0);
 	red[lid] = v;
 	barrier(CLK_LOCAL_MEM_FENCE);
@@ -33,6 +66,7 @@ inline float wg_max(local float* red, float v) {
 	float r = red[0];
 	barrier(CLK_LOCAL_MEM_FENCE);
 	return r;
+#endif
 }
 
 // seg_sum reduces v over the S consecutive work-items (lanes) of one
@@ -69,6 +103,18 @@ inline void report(volatile global int* status, int code, int detail) {
 // vec_dot_type). Products of two such values are exact in float, so
 // rounding the float operand is the whole difference.
 
+// FP16: the device offers cl_khr_fp16. Then f16_round and f16_round16
+// take its conversion to half (nearest even) and back, one instruction
+// each way on a GPU. That is the whole of the half arithmetic glint takes:
+// a rounding gives the same value whichever way it is done, while half
+// products and sums would leave the CPU backend's bits.
+#ifdef FP16
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+
+inline float f16_round(float v) { return convert_float(convert_half_rte(v)); }
+
+inline float16 f16_round16(float16 v) { return convert_float16(convert_half16_rte(v)); }
+#else
 // f16_round is v rounded to half precision, nearest with ties to even
 // (ggml's GGML_FP32_TO_FP16 with F16C): no half arithmetic is needed (no
 // cl_khr_fp16), only vstore_half_rte's conversion, which also gets
@@ -96,6 +142,7 @@ inline float16 f16_round16(float16 v) {
 	r = select(r, a | (uint16)0x00400000u, a > (uint16)0x7f800000u);
 	return as_float16(r | (u & (uint16)0x80000000u));
 }
+#endif
 
 // bf16_round is v rounded to bfloat16 as ggml's GGML_FP32_TO_BF16 does:
 // nearest, ties to even, in the bits (no flush of subnormals), and a NaN

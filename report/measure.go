@@ -196,12 +196,20 @@ func Measure(j Job) (res Backend) {
 	}
 
 	if prof != nil {
-		// As many profiled runs as timed ones, decode only: each run resets
-		// the wrapper at its first token and its totals are added up here.
+		// As many profiled runs as timed ones. Each starts from a zeroed
+		// wrapper; at its first token the prompt's totals are taken and the
+		// wrapper zeroed again, so that the decode's are apart.
 		total, calls := map[string]time.Duration{}, map[string]int64{}
+		prompt := map[string]time.Duration{}
 		for r := 0; r < j.Runs; r++ {
+			prof.Reset()
 			prof.SetEnabled(true)
-			tm, err := run(prof.Reset)
+			tm, err := run(func() {
+				for k, d := range prof.Profile() {
+					prompt[k] += d
+				}
+				prof.Reset()
+			})
 			prof.SetEnabled(false)
 			if err := check(tm, err, fmt.Sprintf("profiled run %d", r+1)); err != nil {
 				return fail(StatusFailed, err)
@@ -214,6 +222,10 @@ func Measure(j Job) (res Backend) {
 			}
 		}
 		res.Profile = perToken(total, calls, j.Runs*(j.N-1))
+		res.Profile.PromptUs = map[string]float64{}
+		for k, d := range prompt {
+			res.Profile.PromptUs[k] = float64(d.Nanoseconds()) / 1e3 / float64(j.Runs)
+		}
 	}
 	res.Status = StatusOK
 	res.PeakRSSBytes = peakRSS()

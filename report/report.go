@@ -113,14 +113,18 @@ type ModelInfo struct {
 	TensorTypes map[string]int `json:"tensor_types,omitempty"`
 }
 
-// Profile is time per op kind per generated token, from Runs extra runs with
-// backend.Profiled timing switched on (so the timed runs are unaffected).
+// Profile is time per op kind per generated token, and per prompt, from Runs
+// extra runs with backend.Profiled timing switched on (so the timed runs are
+// unaffected).
 type Profile struct {
 	// Tokens is how many decode steps were timed, Runs·(NPredict-1): prefill
 	// is left out so that the numbers are per generated token.
 	Tokens        int                `json:"tokens"`
 	PerTokenUs    map[string]float64 `json:"per_token_us"`
 	CallsPerToken map[string]float64 `json:"calls_per_token"`
+	// PromptUs is the time per op kind of one prompt's prefill (up to the
+	// first token), averaged over the runs: where TTFT goes.
+	PromptUs map[string]float64 `json:"prompt_us,omitempty"`
 }
 
 // Summary is derived from the raw timings. TBT statistics pool the gaps of

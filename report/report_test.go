@@ -248,6 +248,13 @@ func TestReportEndToEnd(t *testing.T) {
 			if c := b.Profile.CallsPerToken[backend.OpEmbedding]; c != 1 {
 				t.Errorf("%v embedding calls per token, want 1 (prefill left out)", c)
 			}
+			// The prompt's table: its matmuls and attention, which take
+			// longer than one decode step's (several tokens at once).
+			for _, k := range []string{backend.OpMatMul, backend.OpAttention, backend.OpEmbedding} {
+				if b.Profile.PromptUs[k] <= 0 {
+					t.Errorf("prompt profile %s: %v µs", k, b.Profile.PromptUs[k])
+				}
+			}
 		})
 	}
 
@@ -276,8 +283,8 @@ func TestReportEndToEnd(t *testing.T) {
 	if err := report.WriteProfileTable(&pt, r); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(pt.String(), "| cpu |") {
-		t.Errorf("profile table lacks cpu:\n%s", pt.String())
+	if strings.Count(pt.String(), "| cpu |") != 2 || !strings.Contains(pt.String(), "ms per prompt of") {
+		t.Errorf("profile tables (per token, per prompt) lack cpu:\n%s", pt.String())
 	}
 }
 

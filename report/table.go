@@ -85,19 +85,35 @@ func WriteTable(w io.Writer, r *Report) error {
 	return err
 }
 
-// WriteProfileTable writes the per-op table (milliseconds per generated
-// token) for the backends that were profiled; nothing when none was.
+// WriteProfileTable writes the per-op tables (milliseconds per generated
+// token, then per prompt) for the backends that were profiled; nothing when
+// none was.
 func WriteProfileTable(w io.Writer, r *Report) error {
+	decode := profileTable(r, "ms per generated token by op (separate profiled runs; each op synchronised, so no overlap):",
+		func(p *Profile) map[string]float64 { return p.PerTokenUs })
+	tokens := 0 // every backend runs the same prompt
+	for _, b := range r.Backends {
+		tokens = max(tokens, b.PromptTokens)
+	}
+	prompt := profileTable(r, fmt.Sprintf("ms per prompt of %d tokens by op, up to the first token (the same runs):", tokens),
+		func(p *Profile) map[string]float64 { return p.PromptUs })
+	_, err := io.WriteString(w, decode+prompt)
+	return err
+}
+
+// profileTable is one per-op table of the profiled backends, from the
+// times (µs) that of picks; "" when no backend has them.
+func profileTable(r *Report, title string, of func(*Profile) map[string]float64) string {
 	kinds := append([]string(nil), backend.OpKinds...)
 	var rows []string
 	for _, b := range r.Backends {
-		if b.Profile == nil {
+		if b.Profile == nil || len(of(b.Profile)) == 0 {
 			continue
 		}
 		row := []string{b.Backend}
 		var total float64
 		for _, k := range kinds {
-			us := b.Profile.PerTokenUs[k]
+			us := of(b.Profile)[k]
 			total += us
 			row = append(row, fmt.Sprintf("%.3f", us/1000))
 		}
@@ -105,17 +121,16 @@ func WriteProfileTable(w io.Writer, r *Report) error {
 		rows = append(rows, "| "+strings.Join(row, " | ")+" |\n")
 	}
 	if len(rows) == 0 {
-		return nil
+		return ""
 	}
 	var sb strings.Builder
-	sb.WriteString("\nms per generated token by op (separate profiled runs; each op synchronised, so no overlap):\n\n")
+	sb.WriteString("\n" + title + "\n\n")
 	sb.WriteString("| backend | " + strings.Join(kinds, " | ") + " | total |\n")
 	sb.WriteString("|---|" + strings.Repeat("--:|", len(kinds)+1) + "\n")
 	for _, r := range rows {
 		sb.WriteString(r)
 	}
-	_, err := io.WriteString(w, sb.String())
-	return err
+	return sb.String()
 }
 
 func firstLine(s string) string {

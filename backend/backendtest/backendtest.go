@@ -847,6 +847,14 @@ func attentionViews(h *harness) []attnCase {
 	add("soft cap", c, 0, 2)
 	add("soft cap decode", Causal(1, 40), 0, 5)
 	add("soft cap and window", u, 9, 3)
+
+	// A prompt as kvcache views one: every row scans all of its sequence's
+	// cells and the positions mask the rest, so that a device backend may
+	// take several rows together (OpenCL's attention tiles); 19 rows leave
+	// a partial last tile, 300 cells cross a chunk.
+	p := Prompt(19, 281)
+	add("prompt rows", p, 0, 0)
+	add("prompt rows window", p, 11, 0)
 	return cases
 }
 

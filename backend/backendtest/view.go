@@ -30,6 +30,16 @@ func Causal(n, pos0 int) View {
 	return v
 }
 
+// Prompt is Causal as kvcache views a prompt: every row scans all the
+// cells, and the positions mask those after it.
+func Prompt(n, pos0 int) View {
+	v := Causal(n, pos0)
+	for i := range n {
+		v.Rows[4*i+3] = int32(v.Hi)
+	}
+	return v
+}
+
 // N is the number of query rows.
 func (v View) N() int { return len(v.Rows) / 4 }
 

@@ -18,32 +18,59 @@ func attnLanes(wide bool) int {
 	return 4 * 8
 }
 
-// attnLocal returns the most V lanes per output, a power of two up to
-// want, for which the device has the attention kernels' local memory for a
-// head size (see attention.cl); fewer than want are summed plainly, off
-// the CPU's bits. It reports and returns 0 when not even one fits.
-func (b *Backend) attnLocal(op string, k *kern, headDim, want int) int {
+// attnQueries must match ATT_Q in attention.cl: the most queries (query
+// heads of one KV head times query rows) an attention work-group takes.
+const attnQueries = 8
+
+// attnTile is how attention_K_V tiles its queries and the V lanes lacc
+// keeps for each.
+type attnTile struct {
+	hq, rows, lanes int
+}
+
+// attnLocal returns, for gq query heads per KV head and n query rows, the
+// tile with the most queries for which the device has the attention
+// kernels' local memory (see attention.cl) with want V lanes per output:
+// the most heads of a KV head (a divisor of gq), then the most rows, so
+// that they share each key's and value's load. When not even one query
+// fits, one with the most lanes that fit, a power of two, fewer than want
+// summed plainly, off the CPU's bits. It reports and returns a zero tile
+// when not even one lane fits.
+func (b *Backend) attnLocal(op string, k *kern, headDim, want, gq, n int) attnTile {
 	if !b.made(k) {
-		return 0
+		return attnTile{}
 	}
 	L := k.wg
-	for g := want; g >= 1; g /= 2 {
-		if local := 4 * (headDim + attChunk + g*headDim + L); int64(local) <= b.info.LocalMem {
-			return g
+	fits := func(q, g int) bool {
+		return q <= L && int64(4*q*(headDim+attChunk+g*headDim+L)) <= b.info.LocalMem
+	}
+	for hq := min(gq, attnQueries); hq >= 1; hq-- {
+		if gq%hq != 0 {
+			continue
+		}
+		for r := min(n, attnQueries/hq); r >= 1; r-- {
+			if fits(hq*r, want) {
+				return attnTile{hq, r, want}
+			}
+		}
+	}
+	for g := want / 2; g >= 1; g /= 2 {
+		if fits(1, g) {
+			return attnTile{1, 1, g}
 		}
 	}
 	b.shape(op, "head size %d needs %d bytes of local memory; device has %d", headDim, 4*(2*headDim+attChunk+L), b.info.LocalMem)
-	return 0
+	return attnTile{}
 }
 
-// setAttnLocal sets the four local arrays lq, ls, lacc (g lanes) and red
-// from argument i.
-func (b *Backend) setAttnLocal(k *kern, i, headDim, g int) {
-	L := k.wg
-	b.argLocal(k, i, 4*headDim)
-	b.argLocal(k, i+1, 4*attChunk)
-	b.argLocal(k, i+2, 4*g*headDim)
-	b.argLocal(k, i+3, 4*L)
+// setAttnLocal sets the four local arrays lq, ls, lacc and red of t's
+// queries from argument i.
+func (b *Backend) setAttnLocal(k *kern, i, headDim int, t attnTile) {
+	q, L := t.hq*t.rows, k.wg
+	b.argLocal(k, i, 4*q*headDim)
+	b.argLocal(k, i+1, 4*q*attChunk)
+	b.argLocal(k, i+2, 4*q*t.lanes*headDim)
+	b.argLocal(k, i+3, 4*q*L)
 }
 
 // attnPartitions is how many work-groups per head a decode step over a
@@ -113,13 +140,14 @@ func (b *Backend) attnPartArgs(k *kern, i int, rt, ct *tensor, kv backend.KVView
 
 // attendSplit is flash-decoding (attention_stats, attention_part, then
 // attention_merge) of one query over the view [kv.Lo, kv.Hi) in parts
-// partitions. The statistics pass is what lets every partition round its
-// probabilities with the global maximum and sum, as the single pass does.
+// partitions, the query heads of a KV head together (attnLocal). The
+// statistics pass is what lets every partition round its probabilities
+// with the global maximum and sum, as the single pass does.
 func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv backend.KVView, a backend.Attn, parts int, wide bool) {
 	heads, headDim := a.Heads, a.HeadDim
 	kp := b.attentionPart[kvIndex(kt)][kvIndex(vt)]
-	g := b.attnLocal(op, kp, headDim, attnLanes(wide))
-	if g == 0 {
+	t := b.attnLocal(op, kp, headDim, attnLanes(wide), heads/a.KVHeads, 1)
+	if t.lanes == 0 {
 		return
 	}
 	span := kv.Hi - kv.Lo
@@ -146,9 +174,11 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.argMem(ks, 2, kt.mem)
 	i := b.attnPartArgs(ks, 3, rt, ct, kv, a, partLen)
 	b.argI32(ks, i, b01(wide))
-	b.argLocal(ks, i+1, 4*headDim)
-	b.argLocal(ks, i+2, 4*ks.wg)
-	b.launch(ks, 2, [3]int{ks.wg * heads, parts, 1}, [3]int{ks.wg, 1, 1}, 4*heads*headDim+viewBytes(1, kv, a, kt)+8*heads*parts)
+	b.argI32(ks, i+1, t.hq)
+	b.argLocal(ks, i+2, 4*t.hq*headDim)
+	b.argLocal(ks, i+3, 4*t.hq*ks.wg)
+	groups := heads / t.hq
+	b.launch(ks, 2, [3]int{ks.wg * groups, parts, 1}, [3]int{ks.wg, 1, 1}, 4*heads*headDim+viewBytes(1, kv, a, kt)+8*heads*parts)
 
 	b.argMem(kp, 0, b.attnScratch)
 	b.argMem(kp, 1, qt.mem)
@@ -156,9 +186,10 @@ func (b *Backend) attendSplit(op string, ot, qt, kt, vt, rt, ct *tensor, kv back
 	b.argMem(kp, 3, vt.mem)
 	i = b.attnPartArgs(kp, 4, rt, ct, kv, a, partLen)
 	b.argI32(kp, i, b01(wide))
-	b.argI32(kp, i+1, g)
-	b.setAttnLocal(kp, i+2, headDim, g)
-	b.launch(kp, 2, [3]int{kp.wg * heads, parts, 1}, [3]int{kp.wg, 1, 1}, 4*heads*headDim+viewBytes(1, kv, a, kt, vt)+need)
+	b.argI32(kp, i+1, t.lanes)
+	b.argI32(kp, i+2, t.hq)
+	b.setAttnLocal(kp, i+3, headDim, t)
+	b.launch(kp, 2, [3]int{kp.wg * groups, parts, 1}, [3]int{kp.wg, 1, 1}, 4*heads*headDim+viewBytes(1, kv, a, kt, vt)+need)
 
 	b.argMem(km, 0, ot.mem)
 	b.argMem(km, 1, b.attnScratch)

@@ -76,20 +76,29 @@ type variant struct {
 	// intDot takes cl_khr_integer_dot_product's packed 4×8-bit dot product
 	// for the integer sums (DOT4 in gemm.cl) where the device offers it.
 	intDot bool
+	// subgroups takes sub-group built-ins for maxima (SUBGROUPS in
+	// common.cl) where the device offers cl_khr_subgroups or
+	// cl_intel_subgroups.
+	subgroups bool
+	// fp16 takes cl_khr_fp16's conversions for the roundings to half
+	// (FP16 in common.cl) where the device offers it.
+	fp16 bool
 }
 
 // nativeVariant is the variant New builds for a device: its class's
 // kernels and every vendor fast path it offers.
 func nativeVariant(info DeviceInfo) variant {
-	return variant{cpu: info.Type == "CPU", intDot: info.IntDot}
+	return variant{cpu: info.Type == "CPU", intDot: info.IntDot, subgroups: info.Subgroups, fp16: info.FP16}
 }
 
 // fastPaths reports whether v asks for a vendor fast path the device offers.
-func (v variant) fastPaths(info DeviceInfo) bool { return v.intDot && info.IntDot }
+func (v variant) fastPaths(info DeviceInfo) bool {
+	return v.intDot && info.IntDot || v.subgroups && info.Subgroups || v.fp16 && info.FP16
+}
 
 // portable is v without vendor fast paths.
 func (v variant) portable() variant {
-	v.intDot = false
+	v.intDot, v.subgroups, v.fp16 = false, false, false
 	return v
 }
 
@@ -109,6 +118,12 @@ func (v variant) options(info DeviceInfo) string {
 	}
 	if v.intDot && info.IntDot {
 		opts += " -DDOT4_KHR"
+	}
+	if v.subgroups && info.Subgroups {
+		opts += " -DSUBGROUPS"
+	}
+	if v.fp16 && info.FP16 {
+		opts += " -DFP16"
 	}
 	return opts
 }

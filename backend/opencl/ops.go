@@ -490,8 +490,8 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	kk := b.attention[kvIndex(kt)][kvIndex(vt)]
 	// A batch's rows may take either arithmetic (att_batched): lacc has
 	// room for the larger, a decode row's.
-	g := b.attnLocal(op, kk, headDim, attnLanes(wide))
-	if g == 0 {
+	t := b.attnLocal(op, kk, headDim, attnLanes(wide), heads/kvHeads, n)
+	if t.lanes == 0 {
 		return
 	}
 	b.argMem(kk, 0, ot.mem)
@@ -506,9 +506,13 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	b.argMem(kk, i, b.status)
 	b.argI32(kk, i+1, b01(wide))
 	b.argI32(kk, i+2, b01(n > 1))
-	b.argI32(kk, i+3, g)
-	b.setAttnLocal(kk, i+4, headDim, g)
-	b.launch(kk, 2, [3]int{kk.wg * heads, n, 1}, [3]int{kk.wg, 1, 1}, 8*n*heads*headDim+viewBytes(n, kv, a, kt, vt))
+	b.argI32(kk, i+3, t.lanes)
+	b.argI32(kk, i+4, t.hq)
+	b.argI32(kk, i+5, t.rows)
+	b.argI32(kk, i+6, n)
+	b.setAttnLocal(kk, i+7, headDim, t)
+	b.launch(kk, 2, [3]int{kk.wg * heads / t.hq, (n + t.rows - 1) / t.rows, 1}, [3]int{kk.wg, 1, 1},
+		8*n*heads*headDim+viewBytes(n, kv, a, kt, vt))
 }
 
 // Softmax normalises the first n rows of x in place.

@@ -633,6 +633,9 @@ func testAttentionBits(t *testing.T, dev *Backend) {
 		{"prefill7+30", backendtest.Causal(7, 30), 0}, {"prefill3+300", backendtest.Causal(3, 300), 0},
 		{"interleaved", interleaved(200, 3, 1, 0, 200), 0}, {"subrange", interleaved(300, 2, 0, 100, 300), 0},
 		{"window", backendtest.Causal(6, 90), 33},
+		// Rows that scan the same cells, which attention_K_V tiles.
+		{"prompt9+30", backendtest.Prompt(9, 30), 0}, {"prompt20+250", backendtest.Prompt(20, 250), 0},
+		{"prompt window", backendtest.Prompt(12, 60), 17},
 	}
 	shapes := []struct{ heads, kvHeads, hd int }{{4, 2, 9}, {4, 2, 30}, {6, 2, 36}, {4, 2, 40}, {4, 4, 16}, {4, 1, 64}, {3, 1, 80}}
 	types := []dtype.Type{dtype.F32, dtype.F16}

@@ -3,10 +3,16 @@ package opencl
 import (
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/backendtest"
+	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/kernels"
 )
 
 // TestOtherVariants runs the conformance suite with the kernel variants and
@@ -117,5 +123,207 @@ func TestAttentionPartitions(t *testing.T) {
 		if got := b.attnPartitions(c.n, c.kvLen, c.heads); got != c.want {
 			t.Errorf("%d CUs, n=%d, kvLen %d, %d heads: %d partitions, want %d", c.cus, c.n, c.kvLen, c.heads, got, c.want)
 		}
+	}
+}
+
+// TestAttentionTile checks how attention_K_V's work-groups are tiled: the
+// most query heads of a KV head that divide their number, then the most
+// prompt rows, within ATT_Q queries and the device's local memory (a
+// query of head size 64 with 32 lanes takes 9728 bytes at 64 work-items);
+// else one query with fewer lanes.
+func TestAttentionTile(t *testing.T) {
+	cases := []struct {
+		local int64
+		gq, n int
+		want  attnTile
+		why   string
+	}{
+		{512 << 10, 4, 1, attnTile{4, 1, 32}, "decode: the KV head's four query heads"},
+		{512 << 10, 4, 17, attnTile{4, 2, 32}, "prompt: and two rows"},
+		{512 << 10, 1, 128, attnTile{1, 8, 32}, "no GQA: eight rows"},
+		{512 << 10, 7, 5, attnTile{7, 1, 32}, "seven heads leave no room for a second row"},
+		{48 << 10, 4, 17, attnTile{4, 1, 32}, "48 KiB: four queries"},
+		{32 << 10, 4, 17, attnTile{2, 1, 32}, "32 KiB: three queries fit, two heads divide four"},
+		{8 << 10, 4, 1, attnTile{1, 1, 16}, "8 KiB: one query, 16 lanes"},
+	}
+	for _, c := range cases {
+		b := &Backend{info: DeviceInfo{LocalMem: c.local}}
+		k := &kern{ok: true, wg: 64}
+		if got := b.attnLocal("Attention", k, 64, 32, c.gq, c.n); got != c.want {
+			t.Errorf("%s: local %d, gq %d, n %d: tile %+v, want %+v", c.why, c.local, c.gq, c.n, got, c.want)
+		}
+	}
+}
+
+// TestFastPaths is the conformance suite on each build that takes one
+// vendor fast path, where the device offers its extension: sub-group
+// maxima (SUBGROUPS in common.cl), half conversions (FP16) and packed
+// integer dot products (DOT4_KHR in gemm.cl). The portable build is every
+// other test's.
+func TestFastPaths(t *testing.T) {
+	paths := []struct {
+		name, ext string
+		offered   func(DeviceInfo) bool
+		set       func(*variant)
+		mark      func(*DeviceInfo)
+	}{
+		{"subgroups", "cl_khr_subgroups or cl_intel_subgroups", func(d DeviceInfo) bool { return d.Subgroups },
+			func(v *variant) { v.subgroups = true }, func(d *DeviceInfo) { d.Subgroups = true }},
+		{"fp16", "cl_khr_fp16", func(d DeviceInfo) bool { return d.FP16 },
+			func(v *variant) { v.fp16 = true }, func(d *DeviceInfo) { d.FP16 = true }},
+		{"intdot", "cl_khr_integer_dot_product", func(d DeviceInfo) bool { return d.IntDot },
+			func(v *variant) { v.intDot = true }, func(d *DeviceInfo) { d.IntDot = true }},
+	}
+	eachDevice(t, func(t *testing.T, dev *Backend) {
+		for _, p := range paths {
+			t.Run(p.name, func(t *testing.T) {
+				v0 := dev.v.portable()
+				if !p.offered(dev.info) {
+					// Some compilers take the built-ins of an extension
+					// their device does not list (llvmpipe's take the
+					// sub-groups'): there the ops that use them run.
+					d := deviceOf(dev)
+					p.set(&v0)
+					p.mark(&d.info)
+					forced, err := open(d, v0)
+					if err != nil || forced.v != v0 {
+						if err == nil {
+							forced.Close()
+						}
+						t.Skipf("%s does not offer %s", dev.info.Name, p.ext)
+					}
+					defer forced.Close()
+					t.Logf("%s does not list %s, but its compiler takes the build: checking the ops that use it", dev.info.Name, p.ext)
+					fastPathOps(t, forced)
+					return
+				}
+				v := dev.v.portable()
+				p.set(&v)
+				probe, err := open(deviceOf(dev), v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				took := probe.v == v
+				probe.Close()
+				if !took {
+					t.Skipf("%s lists %s, but its compiler refused the build that takes it (the portable build serves)", dev.info.Name, p.ext)
+				}
+				backendtest.Run(t, func(t *testing.T) backend.Backend {
+					b, err := open(deviceOf(dev), v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return b
+				})
+			})
+		}
+	})
+}
+
+// fastPathOps checks, against the CPU backend, the ops a fast path changes
+// (maxima, roundings to half, integer dot products): attention over F32
+// and F16 caches, single pass (grouped-query decode, a prompt's rows) and
+// split, softmax, and a prompt matmul of each kind of weight.
+func fastPathOps(t *testing.T, b *Backend) {
+	type shape struct{ heads, kvHeads, hd, parts int }
+	cases := []struct {
+		name string
+		view backendtest.View
+		s    shape
+	}{
+		{"decode", backendtest.Causal(1, 299), shape{8, 1, 64, 1}},
+		{"prompt", backendtest.Prompt(9, 30), shape{4, 2, 16, 1}},
+		{"split", backendtest.Causal(1, 699), shape{4, 1, 64, 3}},
+	}
+	for _, c := range cases {
+		for _, kt := range []dtype.Type{dtype.F32, dtype.F16} {
+			t.Run(fmt.Sprintf("attention/%s/K%v", c.name, kt), func(t *testing.T) {
+				f := newFixture(t, b)
+				f.o.attnParts = c.s.parts
+				defer func() { f.o.attnParts = 0 }()
+				n, cells := c.view.N(), c.view.Hi
+				cols, kvCols := c.s.heads*c.s.hd, c.s.kvHeads*c.s.hd
+				q := f.f32(f.rand(n*cols, -3, 3), n, cols)
+				k := f.cache(kt, f.rand(cells*kvCols, -1, 1), cells, c.s.kvHeads, c.s.hd)
+				v := f.cache(kt, f.rand(cells*kvCols, -1, 1), cells, c.s.kvHeads, c.s.hd)
+				out := f.f32(nil, n, cols)
+				a := backend.Attn{Heads: c.s.heads, KVHeads: c.s.kvHeads, HeadDim: c.s.hd, Scale: float32(1 / math.Sqrt(float64(c.s.hd)))}
+				vc, vo := f.view(c.view)
+				f.c.Attention(out.c, q.c, k.c, v.c, n, vc, a)
+				f.o.Attention(out.o, q.o, k.o, v.o, n, vo, a)
+				co, oo := f.read(out, n*cols)
+				// The split adds its partitions' sums otherwise (see
+				// TestAttentionSplit); the single pass gives the bits.
+				tol := 0.0
+				if c.s.parts > 1 || !f.o.Info().FP64 {
+					tol = 4e-6
+				}
+				f.close("attention", co, oo, nil, 0, tol)
+			})
+		}
+	}
+	t.Run("softmax", func(t *testing.T) {
+		f := newFixture(t, b)
+		const rows, cols = 3, 1000
+		x := f.f32(f.rand(rows*cols, -20, 20), rows, cols)
+		f.c.Softmax(x.c, rows)
+		f.o.Softmax(x.o, rows)
+		co, oo := f.read(x, rows*cols)
+		f.close("softmax", co, oo, nil, 1e-6, 1e-9)
+	})
+	for _, dt := range []dtype.Type{dtype.F16, dtype.Q8_0, dtype.Q4_K} {
+		t.Run(fmt.Sprintf("matmul/%v", dt), func(t *testing.T) {
+			f := newFixture(t, b)
+			const rows, cols, n = 40, 512, 9
+			w := f.weight(dt, []int{rows, cols}, randomWeight(f.rng, dt, rows, cols))
+			x := f.f32(f.rand(n*cols, -1, 1), n, cols)
+			dst := f.f32(nil, n, rows)
+			f.c.MatMulTransposed(dst.c, x.c, w.c, n)
+			f.o.MatMulTransposed(dst.o, x.o, w.o, n)
+			co, oo := f.read(dst, n*rows)
+			f.close("matmul", co, oo, nil, 0, 0)
+		})
+	}
+}
+
+// TestKernelBuilds runs every build of the kernels the backend makes
+// (variant.options: GPU and CPU variants, each vendor fast path) through
+// clang's OpenCL C front end, so that a fast path for an extension no
+// device here offers still has to compile. It skips where no clang is
+// installed.
+func TestKernelBuilds(t *testing.T) {
+	var cc string
+	for _, name := range []string{"clang", "clang-15", "clang-16", "clang-14"} {
+		if p, err := exec.LookPath(name); err == nil {
+			cc = p
+			break
+		}
+	}
+	if cc == "" {
+		t.Skip("no clang: the kernel builds are not checked by its OpenCL C front end")
+	}
+	src := filepath.Join(t.TempDir(), "glint.cl")
+	if err := os.WriteFile(src, []byte(kernels.Source()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all := DeviceInfo{CorrectDivide: true, IntDot: true, Subgroups: true, FP16: true}
+	builds := map[string]variant{
+		"gpu":       {},
+		"cpu":       {cpu: true},
+		"approx":    {approxDiv: true},
+		"intdot":    {intDot: true},
+		"subgroups": {subgroups: true},
+		"fp16":      {fp16: true},
+		"all":       {cpu: true, intDot: true, subgroups: true, fp16: true},
+	}
+	for name, v := range builds {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"-x", "cl", "-target", "spir64", "-Xclang", "-finclude-default-header", "-fsyntax-only", "-Werror=implicit-function-declaration"},
+				strings.Fields(v.options(all))...)
+			out, err := exec.Command(cc, append(args, src)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+			}
+		})
 	}
 }
