@@ -248,8 +248,7 @@ func TestReportEndToEnd(t *testing.T) {
 			if c := b.Profile.CallsPerToken[backend.OpEmbedding]; c != 1 {
 				t.Errorf("%v embedding calls per token, want 1 (prefill left out)", c)
 			}
-			// The prompt's table: its matmuls and attention, which take
-			// longer than one decode step's (several tokens at once).
+			// The prompt's table holds the ops a prefill runs.
 			for _, k := range []string{backend.OpMatMul, backend.OpAttention, backend.OpEmbedding} {
 				if b.Profile.PromptUs[k] <= 0 {
 					t.Errorf("prompt profile %s: %v µs", k, b.Profile.PromptUs[k])
