@@ -245,21 +245,13 @@ inline bool att_sees(att_view w, int c) {
 #define ATT_QS_REG(q) _Pragma("unroll") for (int q = 0; q < ATT_Q; q++) if (q < nq)
 #endif
 
-// att_queries is what the nq queries of a work-group see: query q is row
-// (q / hq) of its rows and head (q % hq) of its heads; pos, mlo and mhi
-// are its row's (att_view).
+// att_queries is what the n queries of a work-group see: query q is row
+// (q / hq) of its rows and head (q % hq) of its heads, and w[q] its row's
+// view.
 typedef struct {
-	global const int* cells;
-	int window, n;
-	int pos[ATT_Q];
-	uint mlo[ATT_Q], mhi[ATT_Q];
+	int n;
+	att_view w[ATT_Q];
 } att_queries;
-
-// att_query is query q's view.
-inline att_view att_query(att_queries aq, int q) {
-	att_view w = {aq.cells, aq.pos[q], aq.window, aq.mlo[q], aq.mhi[q]};
-	return w;
-}
 
 // att_max_n sets mp[q] to the maximum of mx[q] over the work-group, for
 // the nq queries at once (red: nq·L floats). Every work-item must call it.
@@ -361,16 +353,10 @@ inline void att_part(global const int* rows, global const int* cells,
 inline void att_part_queries(global const int* rows, global const int* cells,
 		int window, int Lo, int Hi, volatile global int* status, int p,
 		int partLen, int hq, att_queries* aq, int* c0, int* c1) {
-	att_view w;
-	att_part(rows, cells, window, Lo, Hi, status, p, partLen, &w, c0, c1);
-	aq->cells = cells;
-	aq->window = window;
+	att_part(rows, cells, window, Lo, Hi, status, p, partLen, &aq->w[0], c0, c1);
 	aq->n = hq;
-	for (int j = 0; j < ATT_Q; j++) {
-		aq->pos[j] = w.pos;
-		aq->mlo[j] = w.mlo;
-		aq->mhi[j] = w.mhi;
-	}
+	for (int j = 1; j < hq; j++)
+		aq->w[j] = aq->w[0];
 }
 
 // DEFINE_ATT_K defines what depends on the K type only: staging the query,
@@ -429,7 +415,7 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 		for (int c = c0 + lid; c < c1; c += L) {                               \
 			global const KV_##KT* kr = kb + (ulong)c * kvStride;               \
 			ATT_QS(q) {                                                        \
-				float s = att_sees(att_query(aq, q), c)                        \
+				float s = att_sees(aq.w[q], c)                        \
 						? att_score_##KT(lq + q * D, kr, D, m, sc) : -INFINITY; \
 				mx[q] = fmax(mx[q], s);                                        \
 				if (c - c0 < ATT_CHUNK)                                        \
@@ -449,7 +435,7 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 						float s = c >= c1 ? -INFINITY : c - c0 < ATT_CHUNK     \
 								? ls[q * ATT_CHUNK + c - c0]                   \
 								: att_seen_##KT(lq + q * D, kb, kvStride, D, m, \
-										sc, att_query(aq, q), c);              \
+										sc, aq.w[q], c);              \
 						e[l] = s == -INFINITY ? 0.0f                           \
 								: expf_lanes(s - mp[q], W);                    \
 					}                                                          \
@@ -486,7 +472,7 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 		for (int c = c0 + lid; c < c1; c += L) {                               \
 			global const KV_##KT* kr = kb + (ulong)c * kvStride;               \
 			ATT_QS(q) {                                                        \
-				if (att_sees(att_query(aq, q), c))                             \
+				if (att_sees(aq.w[q], c))                             \
 					att_online(att_score_##KT(lq + q * D, kr, D, m, sc),       \
 							&mx[q], &l[q]);                                    \
 			}                                                                  \
@@ -549,7 +535,7 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 				global const KV_##KT* kr = kb + (ulong)(cb + c) * kvStride;    \
 				ATT_QS(q) {                                                    \
 					float s = first ? ls[q * ATT_CHUNK + c]                    \
-							: att_sees(att_query(aq, q), cb + c)               \
+							: att_sees(aq.w[q], cb + c)               \
 							? att_score_##KT(lq + q * D, kr, D, m, sc)         \
 							: -INFINITY;                                       \
 					ls[q * ATT_CHUNK + c] = s == -INFINITY ? 0.0f              \
@@ -649,15 +635,8 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 		for (int r0 = 0; r0 < nr; r0 += step) {                                \
 			int nq = step * hq, lo = lor[r0], hi = hir[r0];                    \
 			att_queries aq;                                                    \
-			aq.cells = cells;                                                  \
-			aq.window = window;                                                \
 			aq.n = nq;                                                         \
-			ATT_QS(j) {                                                        \
-				att_view w = wr[r0 + j / hq];                                  \
-				aq.pos[j] = w.pos;                                             \
-				aq.mlo[j] = w.mlo;                                             \
-				aq.mhi[j] = w.mhi;                                             \
-			}                                                                  \
+			ATT_QS(j) aq.w[j] = wr[r0 + j / hq];                               \
 			att_mode m = att_mode_of(wide, prer[r0], KHALF_##KT, D, G,         \
 					hi - lo, false);                                           \
 			/* Query j's row: q's rows of heads·D, its heads consecutive. */ \

@@ -161,55 +161,50 @@ func TestAttentionTile(t *testing.T) {
 // integer dot products (DOT4_KHR in gemm.cl). The portable build is every
 // other test's.
 func TestFastPaths(t *testing.T) {
+	// offers and takes point at the extension's flag in a device's info and
+	// at the fast path's in a variant.
 	paths := []struct {
 		name, ext string
-		offered   func(DeviceInfo) bool
-		set       func(*variant)
-		mark      func(*DeviceInfo)
+		offers    func(*DeviceInfo) *bool
+		takes     func(*variant) *bool
 	}{
-		{"subgroups", "cl_khr_subgroups or cl_intel_subgroups", func(d DeviceInfo) bool { return d.Subgroups },
-			func(v *variant) { v.subgroups = true }, func(d *DeviceInfo) { d.Subgroups = true }},
-		{"fp16", "cl_khr_fp16", func(d DeviceInfo) bool { return d.FP16 },
-			func(v *variant) { v.fp16 = true }, func(d *DeviceInfo) { d.FP16 = true }},
-		{"intdot", "cl_khr_integer_dot_product", func(d DeviceInfo) bool { return d.IntDot },
-			func(v *variant) { v.intDot = true }, func(d *DeviceInfo) { d.IntDot = true }},
+		{"subgroups", "cl_khr_subgroups or cl_intel_subgroups",
+			func(d *DeviceInfo) *bool { return &d.Subgroups }, func(v *variant) *bool { return &v.subgroups }},
+		{"fp16", "cl_khr_fp16", func(d *DeviceInfo) *bool { return &d.FP16 }, func(v *variant) *bool { return &v.fp16 }},
+		{"intdot", "cl_khr_integer_dot_product",
+			func(d *DeviceInfo) *bool { return &d.IntDot }, func(v *variant) *bool { return &v.intDot }},
 	}
 	eachDevice(t, func(t *testing.T, dev *Backend) {
 		for _, p := range paths {
 			t.Run(p.name, func(t *testing.T) {
-				v0 := dev.v.portable()
-				if !p.offered(dev.info) {
-					// Some compilers take the built-ins of an extension
-					// their device does not list (llvmpipe's take the
-					// sub-groups'): there the ops that use them run.
-					d := deviceOf(dev)
-					p.set(&v0)
-					p.mark(&d.info)
-					forced, err := open(d, v0)
-					if err != nil || forced.v != v0 {
-						if err == nil {
-							forced.Close()
-						}
-						t.Skipf("%s does not offer %s", dev.info.Name, p.ext)
+				d, v := deviceOf(dev), dev.v.portable()
+				*p.takes(&v) = true
+				// Some compilers take the built-ins of an extension their
+				// device does not list (llvmpipe's take the sub-groups'):
+				// there the ops that use them run.
+				listed := *p.offers(&d.info)
+				*p.offers(&d.info) = true
+				b, err := open(d, v)
+				switch {
+				case err != nil && listed:
+					t.Fatal(err)
+				case err != nil || b.v != v && !listed:
+					if err == nil {
+						b.Close()
 					}
-					defer forced.Close()
+					t.Skipf("%s does not offer %s", dev.info.Name, p.ext)
+				case b.v != v:
+					b.Close()
+					t.Skipf("%s lists %s, but its compiler refused the build that takes it (the portable build serves)", dev.info.Name, p.ext)
+				case !listed:
+					defer b.Close()
 					t.Logf("%s does not list %s, but its compiler takes the build: checking the ops that use it", dev.info.Name, p.ext)
-					fastPathOps(t, forced)
+					fastPathOps(t, b)
 					return
 				}
-				v := dev.v.portable()
-				p.set(&v)
-				probe, err := open(deviceOf(dev), v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				took := probe.v == v
-				probe.Close()
-				if !took {
-					t.Skipf("%s lists %s, but its compiler refused the build that takes it (the portable build serves)", dev.info.Name, p.ext)
-				}
+				b.Close()
 				backendtest.Run(t, func(t *testing.T) backend.Backend {
-					b, err := open(deviceOf(dev), v)
+					b, err := open(d, v)
 					if err != nil {
 						t.Fatal(err)
 					}
