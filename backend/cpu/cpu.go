@@ -45,19 +45,18 @@ type Backend struct {
 	threads int
 	device  string
 	simd    simdLevel
-	// skewNs and nsPerByte size the calling thread's larger share of a
-	// decode matmul (balance).
-	skewNs, nsPerByte float64
-	dbg               int
-	pool              pool
-	err               error
-	closed            bool
+	dbg     int
+	pool    pool
+	err     error
+	closed  bool
 
 	// Per-thread scratch, grown on demand and then reused, so that ops stay
 	// allocation-free once the largest shapes have been seen.
 	scratch []scratch
 	// ropeCS holds cos/sin of one token's rotation angles.
 	ropeCS []float32
+	// rowBuf holds one weight row gathered from an interleaved weight (row).
+	rowBuf []byte
 
 	// act holds the last quantised activations and actKey what they are
 	// (see quant.go); clock numbers tensor writes for actKey.version.

@@ -258,10 +258,10 @@ func TestCloseReleasesWeights(t *testing.T) {
 	}
 }
 
-// TestDecodeSplitInvariant checks that balance's uneven split of a decode
-// matmul between the calling thread and a helper changes no result: with
-// the caller's extra share forced anywhere from "none" to "everything", and
-// left to adapt, every output is bit-identical to a one-thread backend's.
+// TestDecodeSplitInvariant checks that how a decode matmul's rows fall to
+// threads (chunks claimed in turn) changes no result: 2 and 3 threads, at
+// every kernel level, give a one-thread backend's bits, on a row count that
+// no chunk or tile divides.
 func TestDecodeSplitInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const m, k = 301, 256
@@ -271,49 +271,14 @@ func TestDecodeSplitInvariant(t *testing.T) {
 		for i := range x {
 			x[i] = 2*rng.Float32() - 1
 		}
-		run := func(b *Backend, skews []float64) [][]float32 {
-			defer b.Close()
-			w, err := b.Weight("w", dt, []int{m, k}, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			xt, _ := b.Alloc(dtype.F32, 1, k)
-			dst, _ := b.Alloc(dtype.F32, 1, m)
-			if err := b.WriteF32(xt, 0, x); err != nil {
-				t.Fatal(err)
-			}
-			// dst is poisoned before each call, so a row no thread computed
-			// shows.
-			nan := make([]float32, m)
-			for i := range nan {
-				nan[i] = float32(math.NaN())
-			}
-			var outs [][]float32
-			for _, s := range skews {
-				if err := b.WriteF32(dst, 0, nan); err != nil {
-					t.Fatal(err)
-				}
-				if !math.IsNaN(s) {
-					b.skewNs, b.nsPerByte = s, 0.01
-				}
-				b.MatMulTransposed(dst, xt, w, 1)
-				out := make([]float32, m)
-				if err := b.ReadF32(dst, 0, out); err != nil {
-					t.Fatal(err)
-				}
-				outs = append(outs, out)
-			}
-			return outs
-		}
-		want := run(New(1), []float64{math.NaN()})[0]
-		skews := []float64{-50e3, 0, 2e3, 100e3, 1e9}
-		for range 20 {
-			skews = append(skews, math.NaN()) // adapting
-		}
-		for i, got := range run(New(2), skews) {
-			for o := range got {
-				if math.Float32bits(got[o]) != math.Float32bits(want[o]) {
-					t.Fatalf("%v, call %d (skew %v): row %d = %v, one thread %v", dt, i, skews[i], o, got[o], want[o])
+		for _, l := range simdLevels() {
+			want := matMulAt(t, l, 1, dt, raw, m, k, 1, x)
+			for _, threads := range []int{2, 3} {
+				got := matMulAt(t, l, threads, dt, raw, m, k, 1, x)
+				for o := range got {
+					if math.Float32bits(got[o]) != math.Float32bits(want[o]) {
+						t.Fatalf("%v, level %v, %d threads: row %d = %v, one thread %v", dt, l, threads, o, got[o], want[o])
+					}
 				}
 			}
 		}

@@ -44,8 +44,22 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 			b.fail(fmt.Errorf("cpu: %s: id %d at row %d is outside the vocabulary of %d", op, id, i, vocab))
 			return
 		}
-		embedRow(tt.dt, d.f32[i*dim:(i+1)*dim], tt.data[int(id)*rowBytes:(int(id)+1)*rowBytes])
+		embedRow(tt.dt, d.f32[i*dim:(i+1)*dim], b.row(tt, int(id), rowBytes))
 	}
+}
+
+// row returns row r of t (rows of rowBytes) in the file's layout: t's own
+// bytes, or for an interleaved weight the row gathered into b.rowBuf (valid
+// until the next call).
+func (b *Backend) row(t *Tensor, r, rowBytes int) []byte {
+	if !t.x8 {
+		return t.data[r*rowBytes : (r+1)*rowBytes]
+	}
+	if len(b.rowBuf) < rowBytes {
+		b.rowBuf = make([]byte, rowBytes)
+	}
+	rowQ4_0x8(b.rowBuf, t.data, rowBytes, r)
+	return b.rowBuf[:rowBytes]
 }
 
 // RMSNorm implements backend.Backend, as llama.cpp computes it (rmsNormRows).
@@ -262,7 +276,13 @@ func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 		return
 	}
 	rowBytes, _ := d.dt.RowBytes(backend.Cols(d))
-	copy(d.data[:n*rowBytes], s.data)
+	if !s.x8 {
+		copy(d.data[:n*rowBytes], s.data)
+		return
+	}
+	for r := range n {
+		copy(d.data[r*rowBytes:(r+1)*rowBytes], b.row(s, r, rowBytes))
+	}
 }
 
 // CopySlice implements backend.Backend.

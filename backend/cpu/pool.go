@@ -3,7 +3,6 @@ package cpu
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/glint-llm/glint/dtype"
 )
@@ -22,6 +21,7 @@ const (
 	kAttention
 	kQuantize
 	kCopyBytes
+	kInterleave
 )
 
 // task is the op in flight: its arguments and a shared cursor from which
@@ -31,23 +31,21 @@ type task struct {
 	kind  kind
 	total int
 	grain int
-	// first, when set, is the size of the first claim (the caller's, which
-	// starts while the helpers are still waking); later claims are grain.
-	first int
 	next  atomic.Int64
 
 	// Operands; which are set depends on kind.
 	dst, x, y []float32
 	z         []float32 // kLayerNorm: the bias (nil: none)
 	w         []byte
-	out       []byte // kCopyBytes: the destination of w
+	out       []byte // kCopyBytes, kInterleave: the destination of w
 	wt        dtype.Type
 	simd      simdLevel  // matmul kernels to use
+	x8        bool       // kMatMul: w is Q4_0 interleaved in eights (interleave.go)
 	sum       floatSum   // kMatMul with float weights: their summation order
 	act       *acts      // quantised activations (quantised weights)
 	at        dtype.Type // kQuantize: activation type
 	off       int32      // kQuantize: correction offset (actOffset)
-	n, k, m   int        // tokens, inner size (row length), outer size (rows of w)
+	n, k, m   int        // tokens, inner size (row length; kInterleave: its bytes), outer size (rows of w)
 	eps       float32
 
 	// Attention: the view's rows ([n, 4]) and cells ([cells, 3]) as in
@@ -69,11 +67,6 @@ type pool struct {
 	wake  []chan struct{}
 	done  sync.WaitGroup
 	alive bool
-	// Timing of the last run, for balancing decode matmuls (balance): how
-	// long the caller worked, and when the last helper finished relative to
-	// the caller (positive: the caller waited).
-	finished       atomic.Int64
-	mainNs, lateNs int64
 }
 
 func (p *pool) start(b *Backend, threads int) {
@@ -89,7 +82,6 @@ func (p *pool) start(b *Backend, threads int) {
 func (p *pool) worker(id int, wake chan struct{}) {
 	for range wake {
 		p.b.work(&p.task, id)
-		p.finished.Store(int64(time.Since(epoch)))
 		p.done.Done()
 	}
 }
@@ -109,19 +101,9 @@ func (p *pool) run() {
 	for i := range helpers {
 		p.wake[i] <- struct{}{}
 	}
-	start := time.Since(epoch)
 	p.b.work(t, 0)
-	mid := time.Since(epoch)
 	p.done.Wait()
-	p.mainNs = int64(mid - start)
-	p.lateNs = 0
-	if helpers > 0 {
-		p.lateNs = p.finished.Load() - int64(mid)
-	}
 }
-
-// epoch is the origin of the pool's monotonic timestamps.
-var epoch = time.Now()
 
 func (p *pool) stop() {
 	if !p.alive {
@@ -140,28 +122,16 @@ func (b *Backend) grainFor(total int) int {
 	return max(g, 1)
 }
 
-// span is the items of claim c (claims are numbered from 0): t.first items
-// for the first when set, t.grain for every other, clipped to t.total.
+// span is the items of claim c (claims are numbered from 0), clipped to
+// t.total.
 func (t *task) span(c int) (lo, hi int) {
-	switch {
-	case t.first == 0:
-		lo = c * t.grain
-		hi = lo + t.grain
-	case c == 0:
-		hi = t.first
-	default:
-		lo = t.first + (c-1)*t.grain
-		hi = lo + t.grain
-	}
-	return lo, min(hi, t.total)
+	lo = c * t.grain
+	return lo, min(lo+t.grain, t.total)
 }
 
 // claims is the number of claims with items in them.
 func (t *task) claims() int {
-	if t.first == 0 {
-		return (t.total + t.grain - 1) / t.grain
-	}
-	return 1 + (max(0, t.total-t.first)+t.grain-1)/t.grain
+	return (t.total + t.grain - 1) / t.grain
 }
 
 // work claims chunks of the task until none are left.
@@ -190,6 +160,8 @@ func (b *Backend) work(t *task, id int) {
 			quantizeRows(t, lo, hi)
 		case kCopyBytes:
 			copy(t.out[lo:hi], t.w[lo:hi])
+		case kInterleave:
+			interleaveQ4_0(t.out, t.w, t.k, lo, hi)
 		}
 	}
 }

@@ -573,6 +573,9 @@ QTILE(tile_q4_avx2, A2, bdot_q4_avx2)
 	case R * 8 + T: tile(R, T, qt, dt, ct, k, wr, rowBytes, d, m); break;
 #define CASES4(tile, R) CASE1(tile, R, 1) CASE1(tile, R, 2) CASE1(tile, R, 3) CASE1(tile, R, 4)
 
+// Q4X8_PREFETCH is how far ahead of its block q4x8_tile fetches.
+#define Q4X8_PREFETCH 1024
+
 // The tiles: R rows × T tokens, with ragged edges dispatched to smaller
 // constant shapes so that the compiler keeps every accumulator in a register
 // (VNNI has 32 vector registers for 4×4 tiles; AVX2 16, for 2×4).
@@ -599,101 +602,75 @@ QTILE(tile_q4_avx2, A2, bdot_q4_avx2)
 QMATMAT(matmat_q4_vnni, A3, tile_q4_vnni, 4)
 QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 
-// On AVX2, a tile of R×T with one block's integer sum per pair has to sum
-// each block's eight partial lanes across registers (sum8x8), and that
-// shuffling bounds it far below memory speed. q4_rows8 instead lays eight
-// rows' sums in the lanes of one vector from the start, as ggml's
-// repacked gemv does: the 16 bytes of nibbles of two rows fill one vector
-// (row 2i in the low 128 bits, 2i+1 in the high), their low nibbles
-// (elements 0-15) meet the activations' first 16 bytes and the high ones
-// (16-31) the last 16, broadcast to both halves, so two vpmaddubsw and an
-// int16 add leave eight partial sums per row, and two rounds of vphaddw and
-// one vpmaddwd turn the four pairs' vectors into one block sum per row, in
-// the lane order 0, 2, 4, 6, 1, 3, 5, 7. The correction c
-// completes them (exact int32), and one fused multiply-add per token adds
-// them times dw·dx into its eight rows' float accumulators, block after
-// block: dotQ4_0Repacked, bit for bit. The unpacked nibbles and the scales
-// serve T ≤ 4 tokens. pf: this is the first tile of tokens over these rows,
-// which fetches the next eight.
-INLINE A2 void q4_rows8(int T, int pf, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
-                        size_t rowBytes, float *dst, int m) {
+// q4x8_tile computes 8 rows × T ≤ 4 tokens of a Q4_0 weight interleaved in
+// eights (interleave.go): g is the group's first byte. A block's four
+// 32-byte vectors hold 4 nibble bytes of each row per 32-bit lane; their low
+// nibbles (elements 4j…4j+3 of vector j) meet activation word j broadcast
+// to every lane and the high ones (16+4j…) word 4+j, so eight vpmaddubsw
+// and int16 adds leave each row's products in its own lane, and one
+// vpmaddwd finishes the block sums in row order, with no horizontal adds.
+// Each int16 is at most 2·15·127 in magnitude and a lane adds eight of
+// them, < 2^15: exact. The correction c completes the sums (exact int32),
+// and one fused multiply-add per token adds them times dw·dx into its eight
+// rows' float accumulators, block after block: dotQ4_0Repacked, bit for bit.
+// The unpacked nibbles and the scales serve all T tokens.
+INLINE A2 void q4x8_tile(int T, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *g,
+                         float *dst, int m) {
 	const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-	const size_t r1 = rowBytes, r3 = 3 * rowBytes;
 	__m256 acc[4];
 	for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
 	int nb = k / 32;
-	// The weights stream from memory: the next eight rows, contiguous, are
-	// fetched a few lines per block (they are eight short streams, which the
-	// hardware prefetchers pick up late). Several tokens need it as much as
-	// one: without it their arithmetic and the memory stalls add up, which
-	// made 4 tokens cost 1.5× a prefetched 4 (one thread, weights from
-	// DRAM). A later tile of tokens finds the rows in L1 or L2.
-	const char *nx = (const char *)(w + 8 * r1);
-	const size_t pfl = (8 * r1 / 64 + (size_t)nb - 1) / (size_t)nb;
 	for (int b = 0; b < nb; b++) {
-		// Rows 0-3 at p + 0, r1, 2·r1, r3 and rows 4-7 the same from p4:
-		// every address is a base plus a scaled index.
-		const uint8_t *p = w + (size_t)b * 18, *p4 = p + 4 * r1;
-		const uint8_t *row[8] = {p, p + r1, p + 2 * r1, p + r3, p4, p4 + r1, p4 + 2 * r1, p4 + r3};
-		if (pf) {
-			for (size_t j = 0; j < pfl; j++) _mm_prefetch(nx + 64 * ((size_t)b * pfl + j), _MM_HINT_T0);
-		}
+		const uint8_t *blk = g + (size_t)b * 144;
+		// The stream is contiguous, which the hardware prefetchers follow;
+		// a line a block, this far ahead, keeps more of it in flight while
+		// several tokens' arithmetic runs.
+		_mm_prefetch((const char *)blk + Q4X8_PREFETCH, _MM_HINT_T0);
+		_mm_prefetch((const char *)blk + Q4X8_PREFETCH + 64, _MM_HINT_T0);
+		_mm_prefetch((const char *)blk + Q4X8_PREFETCH + 128, _MM_HINT_T0);
+		__m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
 		__m256i lo[4], hi[4];
-		for (int i = 0; i < 4; i++) {
-			__m256i v = _mm256_loadu2_m128i((const __m128i *)(row[2 * i + 1] + 2), (const __m128i *)(row[2 * i] + 2));
-			lo[i] = _mm256_and_si256(v, m4);
-			hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+		for (int j = 0; j < 4; j++) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
+			lo[j] = _mm256_and_si256(v, m4);
+			hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 		}
-		__m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)le16(row[0]), (short)le16(row[2]), (short)le16(row[4]),
-		                                           (short)le16(row[6]), (short)le16(row[1]), (short)le16(row[3]),
-		                                           (short)le16(row[5]), (short)le16(row[7])));
 		for (int t = 0; t < T; t++) {
 			const int8_t *xb = q + (size_t)t * k + 32 * b;
-			__m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xb));
-			__m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xb + 16)));
-			__m256i s[4];
-			for (int i = 0; i < 4; i++) {
-				s[i] = _mm256_add_epi16(_mm256_maddubs_epi16(lo[i], xl), _mm256_maddubs_epi16(hi[i], xh));
+			__m256i s = _mm256_setzero_si256();
+			for (int j = 0; j < 4; j++) {
+				int32_t wl, wh;
+				memcpy(&wl, xb + 4 * j, 4);
+				memcpy(&wh, xb + 16 + 4 * j, 4);
+				s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[j], _mm256_set1_epi32(wl)));
+				s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[j], _mm256_set1_epi32(wh)));
 			}
-			// Each int16 is at most 2·2·15·127 in magnitude, a sum of two of
-			// them 4·2·15·127, of four 8·2·15·127 < 2^15: two rounds of
-			// vphaddw stay exact, then vpmaddwd widens the last pair.
-			__m256i r = _mm256_hadd_epi16(_mm256_hadd_epi16(s[0], s[1]), _mm256_hadd_epi16(s[2], s[3]));
-			r = _mm256_add_epi32(_mm256_madd_epi16(r, ones), _mm256_set1_epi32(xc[(size_t)t * nb + b]));
+			__m256i r = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(xc[(size_t)t * nb + b]));
 			__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));
 			acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r), d, acc[t]);
 		}
 	}
-	static const int row[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-	for (int t = 0; t < T; t++) {
-		float out[8];
-		_mm256_storeu_ps(out, acc[t]);
-		for (int j = 0; j < 8; j++) dst[(size_t)t * m + row[j]] = out[j];
-	}
+	for (int t = 0; t < T; t++) _mm256_storeu_ps(dst + (size_t)t * m, acc[t]);
 }
 
-// matmat_q4_r8_avx2 runs q4_rows8 over rows lo…hi-1 in eights, and the rows
-// left over (fewer than 8) as matmat_q4_avx2.
-static A2 void matmat_q4_r8_avx2(const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
-                                 const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
-	int nb = k / 32, o = lo;
-	for (; o + 8 <= hi; o += 8) {
-		const uint8_t *wr = w + (size_t)o * rowBytes;
+A2 void glint_matmat_q4_0_x8(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,
+                             size_t rowBytes, int lo, int hi, float *dst, int m) {
+	int nb = k / 32;
+	for (int o = lo; o + 8 <= hi; o += 8) {
+		const uint8_t *g = w + (size_t)o * rowBytes;
 		for (int t = 0; t < n; t += 4) {
-			int T = n - t < 4 ? n - t : 4;
 			const int8_t *qt = q + (size_t)t * k;
 			const float *dt = xd + (size_t)t * nb;
 			const int32_t *ct = xc + (size_t)t * nb;
 			float *d = dst + (size_t)t * m + o;
-			switch (T) {
-			case 1: q4_rows8(1, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
-			case 2: q4_rows8(2, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
-			case 3: q4_rows8(3, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
-			default: q4_rows8(4, t == 0, qt, dt, ct, k, wr, rowBytes, d, m); break;
+			switch (n - t < 4 ? n - t : 4) {
+			case 1: q4x8_tile(1, qt, dt, ct, k, g, d, m); break;
+			case 2: q4x8_tile(2, qt, dt, ct, k, g, d, m); break;
+			case 3: q4x8_tile(3, qt, dt, ct, k, g, d, m); break;
+			default: q4x8_tile(4, qt, dt, ct, k, g, d, m); break;
 			}
 		}
 	}
-	if (o < hi) matmat_q4_avx2(q, xd, xc, n, k, w, rowBytes, o, hi, dst, m);
 }
 
 // ---------------------------------------------------------------- more block types
@@ -2683,7 +2660,9 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 				matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 			}
 		} else {
-			matmat_q4_r8_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+			// The backend interleaves such weights (glint_matmat_q4_0_x8);
+			// this is a Q4_0 tensor it did not load.
+			matmat_q4_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q8_0:

@@ -50,6 +50,12 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 	if len(a.bs) > 0 {
 		bs = (*C.int16_t)(unsafe.Pointer(&a.bs[0]))
 	}
+	if t.x8 {
+		C.glint_matmat_q4_0_x8((*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])), c,
+			C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
+			(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
+		return
+	}
 	C.glint_matmat_q(C.int(level), C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
 		(*C.float)(unsafe.Pointer(&a.d[0])), c, s, bs, C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),

@@ -170,11 +170,12 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q6_K} {
 		raw := backendtest.RandomWeight(b, rng, dt, m, k)
 		copies := total/len(raw) + 1
-		for _, n := range []int{1, 2, 4, 8} {
-			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", dt, m, k, n), func(b *testing.B) {
+		for _, c := range []struct{ n, threads int }{{1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {4, 2}} {
+			n := c.n
+			b.Run(fmt.Sprintf("%v/%dx%d/n=%d/t=%d", dt, m, k, n, c.threads), func(b *testing.B) {
 				runtime.LockOSThread() // a one-thread backend runs on the caller's thread
 				defer runtime.UnlockOSThread()
-				be := newAt(1, defaultSIMD)
+				be := newAt(c.threads, defaultSIMD)
 				defer be.Close()
 				ws := make([]backend.Tensor, copies)
 				for i := range ws {

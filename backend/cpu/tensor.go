@@ -22,6 +22,9 @@ type Tensor struct {
 	freed  bool
 	// mem is the backend-owned copy data points into, if any (ownWeight).
 	mem *mapping
+	// x8: a Q4_0 weight whose rows are interleaved in groups of eight
+	// (interleave.go); data is not in the file's layout.
+	x8 bool
 	// version changes on every write (Backend.wrote).
 	version uint64
 }

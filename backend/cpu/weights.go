@@ -17,29 +17,38 @@ import (
 // process's resident set, which therefore roughly doubles for a quantised
 // model (see the package documentation).
 
-// ownWeight replaces t.data with a backend-owned copy in the same layout:
-// weights of a huge page or more go to aligned anonymous memory, smaller
-// ones (norms, tiny test weights: nothing to gain from huge pages) to the Go
-// heap. A copy in an interleaved layout (4 rows' blocks side by side, one
-// linear stream per thread) was measured too: slower than this one at every
-// Llama 3.2 1B shape, so rows keep the file's layout and every kernel, the
-// prefill and Embedding ones included, reads the copy.
+// ownWeight replaces t.data with a backend-owned copy: weights of a huge
+// page or more go to aligned anonymous memory, smaller ones (norms, tiny
+// test weights: nothing to gain from huge pages) to the Go heap. Rows keep
+// the file's layout, which every kernel, the prefill and Embedding ones
+// included, reads, except Q4_0 on the AVX2 levels (interleave.go). (Blocks
+// of 4 rows side by side, for one linear stream per thread, were measured
+// too: slower at every Llama 3.2 1B shape with the file layout's kernels.)
 func (b *Backend) ownWeight(t *Tensor) error {
 	n := len(t.data)
+	var out []byte
 	if n < hugePage {
-		t.data = append([]byte(nil), t.data...)
-		return nil
-	}
-	m, err := mapAnon(n)
-	if err != nil {
-		return fmt.Errorf("copying %d bytes: %w", n, err)
+		out = make([]byte, n)
+	} else {
+		m, err := mapAnon(n)
+		if err != nil {
+			return fmt.Errorf("copying %d bytes: %w", n, err)
+		}
+		out, t.mem = m.data, m
+		b.owned = append(b.owned, m)
 	}
 	// Faulting in and zeroing the fresh pages is most of the copy's cost,
 	// and it parallelises.
-	b.pool.task = task{kind: kCopyBytes, total: n, grain: hugePage, w: t.data, out: m.data}
+	if interleavesQ4_0(b.simd, t.dt, t.shape) {
+		rowBytes, _ := t.dt.RowBytes(t.shape[1])
+		b.pool.task = task{kind: kInterleave, total: t.shape[0] / q4x8Rows,
+			grain: max(1, hugePage/(q4x8Rows*rowBytes)), w: t.data, out: out, k: rowBytes}
+		t.x8 = true
+	} else {
+		b.pool.task = task{kind: kCopyBytes, total: n, grain: hugePage, w: t.data, out: out}
+	}
 	b.pool.run()
-	t.data, t.mem = m.data, m
-	b.owned = append(b.owned, m)
+	t.data = out
 	return nil
 }
 

@@ -1,0 +1,73 @@
+package cpu
+
+import (
+	"encoding/binary"
+
+	"github.com/glint-llm/glint/dtype"
+)
+
+// Q4_0 weights of a multiple of 8 rows meet activations in ggml's repacked
+// order (dotQ4_0Repacked): one float per output, fed each block's exact
+// integer sum. On the AVX2 and AVX-512 (non-VNNI) levels the backend keeps
+// such a weight with each group of 8 rows interleaved block by block, as
+// ggml's repacking does, so that one 32-byte load holds four bytes of
+// nibbles of each of the 8 rows, one row per 32-bit lane:
+//
+//	group g (rows 8g…8g+7) starts where row 8g starts in the file layout;
+//	its block b, 144 bytes at 144·b, is the 8 rows' f16 scales (row 8g
+//	first) and then, for j = 0…3, bytes 4j…4j+3 of each row's 16 bytes of
+//	nibbles, row 8g first.
+//
+// The kernel (simd.c, q4x8_tile) then multiplies each lane by an activation
+// word broadcast to all lanes and adds the products lane by lane, leaving
+// the 8 rows' block sums in the 8 lanes of one register with no horizontal
+// additions, which in the file layout cost three vphaddw per token and
+// block, the most expensive instruction of that kernel on AMD's cores. The
+// scales come in one load, and a thread's share of the weight is one
+// contiguous stream. Integer sums are exact in any order, so the bits are
+// those of the file layout's kernel.
+const (
+	q4x8Rows  = 8
+	q4x8Block = q4x8Rows * dtype.BlockBytesQ4_0
+)
+
+// interleavesQ4_0 reports whether a backend at level l stores a weight of
+// type dt and shape as Q4_0 in groups of eight rows.
+func interleavesQ4_0(l simdLevel, dt dtype.Type, shape []int) bool {
+	return (l == simdAVX2 || l == simdAVX512) && dt == dtype.Q4_0 && len(shape) == 2 && shape[0]%q4x8Rows == 0
+}
+
+// interleaveQ4_0 writes row groups g0…g1-1 of the file-layout weight src
+// (rows of rowBytes) into dst in the interleaved layout.
+func interleaveQ4_0(dst, src []byte, rowBytes, g0, g1 int) {
+	nb := rowBytes / dtype.BlockBytesQ4_0
+	for g := g0; g < g1; g++ {
+		base := g * q4x8Rows * rowBytes
+		for b := range nb {
+			out := dst[base+b*q4x8Block : base+(b+1)*q4x8Block]
+			for r := range q4x8Rows {
+				blk := src[base+r*rowBytes+b*dtype.BlockBytesQ4_0:][:dtype.BlockBytesQ4_0]
+				copy(out[2*r:2*r+2], blk[:2])
+				for j := range 4 {
+					binary.LittleEndian.PutUint32(out[16+32*j+4*r:], binary.LittleEndian.Uint32(blk[2+4*j:]))
+				}
+			}
+		}
+	}
+}
+
+// rowQ4_0x8 writes row r of an interleaved weight (data, rows of rowBytes)
+// into dst in the file layout.
+func rowQ4_0x8(dst, data []byte, rowBytes, r int) {
+	nb := rowBytes / dtype.BlockBytesQ4_0
+	g, i := r/q4x8Rows, r%q4x8Rows
+	base := g * q4x8Rows * rowBytes
+	for b := range nb {
+		in := data[base+b*q4x8Block : base+(b+1)*q4x8Block]
+		blk := dst[b*dtype.BlockBytesQ4_0 : (b+1)*dtype.BlockBytesQ4_0]
+		copy(blk[:2], in[2*i:2*i+2])
+		for j := range 4 {
+			binary.LittleEndian.PutUint32(blk[2+4*j:], binary.LittleEndian.Uint32(in[16+32*j+4*i:]))
+		}
+	}
+}
