@@ -1,10 +1,6 @@
 package cpu
 
-import (
-	"encoding/binary"
-
-	"github.com/glint-llm/glint/dtype"
-)
+import "github.com/glint-llm/glint/dtype"
 
 // Q4_0 weights of a multiple of 8 rows meet activations in ggml's repacked
 // order (dotQ4_0Repacked): one float per output, fed each block's exact
@@ -43,14 +39,16 @@ func interleaveQ4_0(dst, src []byte, rowBytes, g0, g1 int) {
 	nb := rowBytes / dtype.BlockBytesQ4_0
 	for g := g0; g < g1; g++ {
 		base := g * q4x8Rows * rowBytes
-		for b := range nb {
-			out := dst[base+b*q4x8Block : base+(b+1)*q4x8Block]
-			for r := range q4x8Rows {
-				blk := src[base+r*rowBytes+b*dtype.BlockBytesQ4_0:][:dtype.BlockBytesQ4_0]
-				copy(out[2*r:2*r+2], blk[:2])
-				for j := range 4 {
-					binary.LittleEndian.PutUint32(out[16+32*j+4*r:], binary.LittleEndian.Uint32(blk[2+4*j:]))
-				}
+		for r := range q4x8Rows {
+			row := src[base+r*rowBytes : base+(r+1)*rowBytes]
+			for b := range nb {
+				blk := (*[dtype.BlockBytesQ4_0]byte)(row[b*dtype.BlockBytesQ4_0:])
+				out := (*[q4x8Block]byte)(dst[base+b*q4x8Block:])
+				out[2*r], out[2*r+1] = blk[0], blk[1]
+				*(*[4]byte)(out[16+4*r:]) = *(*[4]byte)(blk[2:])
+				*(*[4]byte)(out[48+4*r:]) = *(*[4]byte)(blk[6:])
+				*(*[4]byte)(out[80+4*r:]) = *(*[4]byte)(blk[10:])
+				*(*[4]byte)(out[112+4*r:]) = *(*[4]byte)(blk[14:])
 			}
 		}
 	}
@@ -63,11 +61,11 @@ func rowQ4_0x8(dst, data []byte, rowBytes, r int) {
 	g, i := r/q4x8Rows, r%q4x8Rows
 	base := g * q4x8Rows * rowBytes
 	for b := range nb {
-		in := data[base+b*q4x8Block : base+(b+1)*q4x8Block]
-		blk := dst[b*dtype.BlockBytesQ4_0 : (b+1)*dtype.BlockBytesQ4_0]
-		copy(blk[:2], in[2*i:2*i+2])
+		in := (*[q4x8Block]byte)(data[base+b*q4x8Block:])
+		blk := (*[dtype.BlockBytesQ4_0]byte)(dst[b*dtype.BlockBytesQ4_0:])
+		blk[0], blk[1] = in[2*i], in[2*i+1]
 		for j := range 4 {
-			binary.LittleEndian.PutUint32(blk[2+4*j:], binary.LittleEndian.Uint32(in[16+32*j+4*i:]))
+			*(*[4]byte)(blk[2+4*j:]) = *(*[4]byte)(in[16+32*j+4*i:])
 		}
 	}
 }

@@ -96,3 +96,16 @@ func TestInterleavedWeightOps(t *testing.T) {
 		t.Skip("no kernel level of this CPU interleaves Q4_0 (AVX2 or AVX-512 without VNNI)")
 	}
 }
+
+// BenchmarkInterleaveQ4_0 times the load-time rewrite of a decode-sized
+// weight (one thread).
+func BenchmarkInterleaveQ4_0(b *testing.B) {
+	const m, k = 8192, 2048
+	rowBytes, _ := dtype.Q4_0.RowBytes(k)
+	src := make([]byte, m*rowBytes)
+	dst := make([]byte, len(src))
+	b.SetBytes(int64(len(src)))
+	for range b.N {
+		interleaveQ4_0(dst, src, rowBytes, 0, m/q4x8Rows)
+	}
+}
