@@ -75,6 +75,30 @@ int glint_simd_level(void) {
 // hardware prefetchers alone left a single thread short of memory's speed.
 #define PF_DIST 4096
 
+// pf_pass serves kernels that read R rows together, block by block (bb
+// bytes each, row r's block b at w + r·rowBytes + b·bb), by prefetching the
+// next pass, the R rows that follow. Short rows are too short a stream each
+// for the hardware prefetchers to pick up, so there row r's block b asks for
+// slice R·b + r of the next pass (and the line after it), which fetches the
+// next pass's R·rowBytes bytes as one run in storage order: asking for the
+// same block R rows on instead (R streams a rowBytes apart) left a thread
+// at a third to a half of memory's speed on Zen 4 (BenchmarkKernelsDRAM,
+// Q4_0 and Q6_K 8192×2048, 8 GB/s against 16–20). Long rows keep the R
+// streams, where the run would be fetched too far ahead.
+#define PASS_RUN_MAX (12 << 10)
+INLINE void pf_pass(const uint8_t *w, size_t rowBytes, int R, int b, int r, size_t bb) {
+	const uint8_t *next = w + (size_t)R * rowBytes;
+	if ((size_t)R * rowBytes > PASS_RUN_MAX) {
+		_mm_prefetch((const char *)(next + r * rowBytes + (size_t)b * bb), _MM_HINT_T0);
+		_mm_prefetch((const char *)(next + r * rowBytes + (size_t)b * bb + 64), _MM_HINT_T0);
+		return;
+	}
+	const char *p = (const char *)(next + ((size_t)R * b + r) * bb);
+	for (size_t i = 0; i < bb + 64; i += 64) {
+		_mm_prefetch(p + i, _MM_HINT_T0);
+	}
+}
+
 // wide8u loads 8 elements at p as floats, exactly.
 INLINE A2 __m256 wide8u(int type, const uint8_t *p) {
 	switch (type) {
@@ -842,7 +866,7 @@ INLINE A2 __m256 lane_fma(float d, __m256i is, __m256 acc) {
 			float dw[4], mw[4];                                                                               \
 			for (int r = 0; r < R; r++) {                                                                     \
 				const uint8_t *p = w + r * rowBytes + (size_t)b * bb;                                         \
-				if (pf) _mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);                          \
+				if (pf) pf_pass(w, rowBytes, pf, b, r, bb);                                                    \
 				dw[r] = f16tab[le16(p)];                                                                      \
 				mw[r] = mn ? f16tab[le16(p + 2)] : 0;                                                         \
 			}                                                                                                 \
@@ -890,7 +914,7 @@ QTILEX(tile_q8_0_avx2, A2, bdot_q8_0_avx2, q32_corr_avx2, 34, 0, 0)
 QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 
 #define CASEX(tile, R, T) \
-	case R * 8 + T: tile(R, T, pairs, t == 0, qt, dt, st, k, wr, rowBytes, d, m); break;
+	case R * 8 + T: tile(R, T, pairs, t == 0 ? r0 : 0, qt, dt, st, k, wr, rowBytes, d, m); break;
 #define CASESX(tile, R) CASEX(tile, R, 1) CASEX(tile, R, 2) CASEX(tile, R, 3) CASEX(tile, R, 4)
 
 // QMATMATX runs the QTILEX tiles over every row and token (xs may be NULL
@@ -902,7 +926,7 @@ QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 #define QMATMATX(name, attr, tile, R0)                                                                   \
 	static attr void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k,         \
 	                      const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {              \
-		int nb = k / 32;                                                                                      \
+		int nb = k / 32, r0 = R0;                                                                             \
 		for (int o = lo; o < hi; o += R0) {                                                                   \
 			int R = hi - o < R0 ? hi - o : R0;                                                                \
 			const uint8_t *wr = w + (size_t)o * rowBytes;                                                     \
@@ -1455,10 +1479,7 @@ INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const i
 				continue;
 			}
 			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
-			// The next pass reads 4 rows further on; fetching it now hides the
-			// miss at each 4 KiB page, where the hardware prefetchers stop.
-			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
-			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
+			pf_pass(w, rowBytes, 4, g, r, 72);
 			__m512i a = _mm512_loadu_si512(p);
 			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
 			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
@@ -1744,12 +1765,7 @@ INLINE A5 void q4k_decode_rows(int R, int five, const int8_t *xr, const int16_t 
 		_mm_storeu_ps(ds, dwd);
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = blk + r * rowBytes;
-			// The next pass reads 4 rows further on (see q4_decode_rows).
-			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
-			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
-			if (five) {
-				_mm_prefetch((const char *)(p + 4 * rowBytes + 175), _MM_HINT_T0);
-			}
+			pf_pass(w, rowBytes, 4, b, r, bb);
 			__m512i q0 = _mm512_loadu_si512(p + qo), q1 = _mm512_loadu_si512(p + qo + 64);
 			__m512i l0 = _mm512_and_si512(q0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
 			__m512i l1 = _mm512_and_si512(q1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
@@ -1856,9 +1872,7 @@ INLINE A5 void q6k_decode_rows(int R, const int8_t *q, const float *xd, int nb, 
 		}
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = blk + r * rowBytes;
-			for (int i = 0; i < 256; i += 64) {
-				_mm_prefetch((const char *)(p + 4 * rowBytes + i), _MM_HINT_T0);
-			}
+			pf_pass(w, rowBytes, 4, b, r, 210);
 			__m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
 			__m512i ss = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, order));
 			__m512i a = _mm512_setzero_si512();
@@ -1940,8 +1954,7 @@ INLINE A5 void q23k_decode_rows(int R, int three, const int8_t *xr, const int16_
 		float dx = xd[b];
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = blk + r * rowBytes;
-			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
-			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
+			pf_pass(w, rowBytes, 4, b, r, bb);
 			__m512i ss, qv, hm = _mm512_setzero_si512();
 			if (three) {
 				ss = k23_scales(q3k_scales(p + 96));
@@ -2362,9 +2375,7 @@ INLINE A3 void iq4xs_decode_rows(int R, const int8_t *q, const float *xd, int nb
 		float dx = xd[b];
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = blk + r * rowBytes;
-			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
-			_mm_prefetch((const char *)(p + 4 * rowBytes + 64), _MM_HINT_T0);
-			_mm_prefetch((const char *)(p + 4 * rowBytes + 128), _MM_HINT_T0);
+			pf_pass(w, rowBytes, 4, b, r, 136);
 			uint32_t sl;
 			memcpy(&sl, p + 4, 4);
 			// ls_j − 32 for the eight groups, as int32.
@@ -2554,7 +2565,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 		float dx0 = xd[b], dx1 = xd[b + 1];
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = w + r * rowBytes + (size_t)b * bb;
-			_mm_prefetch((const char *)(p + 4 * rowBytes), _MM_HINT_T0);
+			pf_pass(w, rowBytes, 4, b / 2, r, 2 * (size_t)bb);
 			__m512i u = _mm512_inserti64x4(
 			    _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + qo)))),
 			    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + bb + qo))), 1);

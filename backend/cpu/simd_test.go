@@ -157,7 +157,7 @@ func BenchmarkKernels(b *testing.B) {
 }
 
 // BenchmarkKernelsDRAM times one thread's matmul of a decode-sized weight
-// (the FFN's 8192×2048) read from memory, as a decode reads every weight:
+// (the FFN's shapes) read from memory, as a decode reads every weight:
 // each iteration takes the next of several copies, together twice the
 // 32 MiB of a large L3, so none is still cached (BenchmarkMatMul's single
 // weight mostly is). n > 1 is several sequences decoding together, whose
@@ -165,46 +165,51 @@ func BenchmarkKernels(b *testing.B) {
 // stream to cost little more than n = 1. cpu-ns/op is the thread's CPU
 // time (Linux), steadier than ns/op where other work shares the cores.
 func BenchmarkKernelsDRAM(b *testing.B) {
-	const m, k, total = 8192, 2048, 64 << 20
+	const total = 64 << 20
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q6_K} {
-		raw := backendtest.RandomWeight(b, rng, dt, m, k)
-		copies := total/len(raw) + 1
-		for _, c := range []struct{ n, threads int }{{1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {4, 2}} {
-			n := c.n
-			b.Run(fmt.Sprintf("%v/%dx%d/n=%d/t=%d", dt, m, k, n, c.threads), func(b *testing.B) {
-				runtime.LockOSThread() // a one-thread backend runs on the caller's thread
-				defer runtime.UnlockOSThread()
-				be := newAt(c.threads, defaultSIMD)
-				defer be.Close()
-				ws := make([]backend.Tensor, copies)
-				for i := range ws {
-					w, err := be.Weight("w", dt, []int{m, k}, raw)
-					if err != nil {
+	for _, dt := range []dtype.Type{dtype.Q4_0, dtype.Q6_K, dtype.Q8_0, dtype.F16} {
+		// The FFN's up (8192×2048) and down (2048×8192) shapes: a longer row
+		// puts a kernel's prefetches further ahead.
+		for _, shape := range [][2]int{{8192, 2048}, {2048, 8192}} {
+			m, k := shape[0], shape[1]
+			raw := backendtest.RandomWeight(b, rng, dt, m, k)
+			copies := total/len(raw) + 1
+			for _, c := range []struct{ n, threads int }{{1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {4, 2}} {
+				n := c.n
+				b.Run(fmt.Sprintf("%v/%dx%d/n=%d/t=%d", dt, m, k, n, c.threads), func(b *testing.B) {
+					runtime.LockOSThread() // a one-thread backend runs on the caller's thread
+					defer runtime.UnlockOSThread()
+					be := newAt(c.threads, defaultSIMD)
+					defer be.Close()
+					ws := make([]backend.Tensor, copies)
+					for i := range ws {
+						w, err := be.Weight("w", dt, []int{m, k}, raw)
+						if err != nil {
+							b.Fatal(err)
+						}
+						ws[i] = w
+					}
+					xs := make([]float32, n*k)
+					for i := range xs {
+						xs[i] = 2*rng.Float32() - 1
+					}
+					x, _ := be.Alloc(dtype.F32, n, k)
+					dst, _ := be.Alloc(dtype.F32, n, m)
+					_ = be.WriteF32(x, 0, xs)
+					b.SetBytes(int64(len(raw)))
+					b.ResetTimer()
+					cpu0, ok := threadCPU()
+					for i := range b.N {
+						be.MatMulTransposed(dst, x, ws[i%copies], n)
+					}
+					if cpu1, ok1 := threadCPU(); ok && ok1 {
+						b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+					}
+					if err := be.Err(); err != nil {
 						b.Fatal(err)
 					}
-					ws[i] = w
-				}
-				xs := make([]float32, n*k)
-				for i := range xs {
-					xs[i] = 2*rng.Float32() - 1
-				}
-				x, _ := be.Alloc(dtype.F32, n, k)
-				dst, _ := be.Alloc(dtype.F32, n, m)
-				_ = be.WriteF32(x, 0, xs)
-				b.SetBytes(int64(len(raw)))
-				b.ResetTimer()
-				cpu0, ok := threadCPU()
-				for i := range b.N {
-					be.MatMulTransposed(dst, x, ws[i%copies], n)
-				}
-				if cpu1, ok1 := threadCPU(); ok && ok1 {
-					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
-				}
-				if err := be.Err(); err != nil {
-					b.Fatal(err)
-				}
-			})
+				})
+			}
 		}
 	}
 }
