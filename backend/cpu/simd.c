@@ -319,8 +319,191 @@ FLOAT_KERNELS(float_f16, T_F16)
 FLOAT_KERNELS(float_bf16, T_BF16)
 #undef FLOAT_KERNELS
 
-void glint_matmat(int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
-                  int hi, float *dst, int m) {
+
+// ---------------------------------------------------------------- AVX-512: float weights
+//
+// The 16-lane orders of llama.cpp's AVX-512 build (S_TINY16: tinyBLAS's KN =
+// 16 lanes; S_VEC16: ggml_vec_dot_f16/f32's four 16-lane accumulators over
+// 64-element steps) in 512-bit vectors, which the 256-bit kernels above
+// emulate with pairs of 8 lanes: lane l is fed the same elements by the same
+// fused multiply-adds, so the bits are the same, but with 32 registers a
+// tile holds more outputs and each load of an activation or a weight serves
+// more of them (tinyBLAS's 2 × 3 tile of pairs took five loads for six
+// multiply-adds, which held Zen 4's prefill to about half its FMA rate).
+
+// wide16u loads 16 elements at p as floats, exactly.
+INLINE A5 __m512 wide16u(int type, const uint8_t *p) {
+	switch (type) {
+	case T_F32:
+		return _mm512_loadu_ps((const float *)p);
+	case T_F16:
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+	default:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+	}
+}
+
+// halves16 splits a 16-lane accumulator into the pair of 8-lane ones that
+// finish reads.
+INLINE A5 void halves16(__m512 v, __m256 *a) {
+	a[0] = _mm512_castps512_ps256(v);
+	a[1] = _mm512_extractf32x8_ps(v, 1);
+}
+
+// tiny_tile16 is tiny_tile for S_TINY16: RM ≤ 4 rows × RN ≤ 6 tokens.
+INLINE A5 void tiny_tile16(int RM, int RN, int type, const float *x, int k, const uint8_t *w, size_t rowBytes,
+                           float *dst, int m) {
+	size_t es = type == T_F32 ? 4 : 2;
+	__m512 a[4][6];
+	UNROLL
+	for (int r = 0; r < RM; r++) {
+		UNROLL
+		for (int c = 0; c < RN; c++) a[r][c] = _mm512_setzero_ps();
+	}
+	for (int i = 0; i < k; i += 16) {
+		__m512 xv[6];
+		UNROLL
+		for (int c = 0; c < RN; c++) xv[c] = _mm512_loadu_ps(x + (size_t)c * k + i);
+		UNROLL
+		for (int r = 0; r < RM; r++) {
+			__m512 wv = wide16u(type, w + r * rowBytes + es * (size_t)i);
+			UNROLL
+			for (int c = 0; c < RN; c++) a[r][c] = _mm512_fmadd_ps(wv, xv[c], a[r][c]);
+		}
+	}
+	UNROLL
+	for (int r = 0; r < RM; r++) {
+		UNROLL
+		for (int c = 0; c < RN; c++) {
+			__m256 h[2];
+			halves16(a[r][c], h);
+			dst[(size_t)c * m + r] = finish(S_TINY16, type, h, NULL, NULL, k, k);
+		}
+	}
+}
+
+// tiny_rows16 is tiny_rows over tiny_tile16's 4 × 6 tiles.
+INLINE A5 void tiny_rows16(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                           float *dst, int m) {
+	enum { RM = 4, RN = 6 };
+	for (int o = lo; o < hi; o += RM) {
+		const uint8_t *wo = w + (size_t)o * rowBytes;
+		float *d = dst + o;
+		int rm = hi - o < RM ? hi - o : RM, t = 0;
+		for (; t + RN <= n; t += RN) {
+			const float *xt = x + (size_t)t * k;
+			float *dt = d + (size_t)t * m;
+			if (rm == RM) {
+				tiny_tile16(RM, RN, type, xt, k, wo, rowBytes, dt, m);
+			} else {
+				for (int r = 0; r < rm; r++) {
+					tiny_tile16(1, RN, type, xt, k, wo + r * rowBytes, rowBytes, dt + r, m);
+				}
+			}
+		}
+		for (; t < n; t++) {
+			const float *xt = x + (size_t)t * k;
+			float *dt = d + (size_t)t * m;
+			if (rm == RM) {
+				tiny_tile16(RM, 1, type, xt, k, wo, rowBytes, dt, m);
+			} else {
+				for (int r = 0; r < rm; r++) {
+					tiny_tile16(1, 1, type, xt, k, wo + r * rowBytes, rowBytes, dt + r, m);
+				}
+			}
+		}
+	}
+}
+
+// vec_rows16 is vec_rows for S_VEC16 (F32 and F16): R ≤ 4 rows share each
+// load of the activations, four 16-lane accumulators each.
+INLINE A5 void vec_rows16(int R, int type, const float *x, int k, const uint8_t *w, size_t rowBytes, float *dst) {
+	size_t es = type == T_F32 ? 4 : 2;
+	int np = k & ~63;
+	__m512 a[4][4];
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		UNROLL
+		for (int j = 0; j < 4; j++) a[r][j] = _mm512_setzero_ps();
+	}
+	for (int i = 0; i < np; i += 64) {
+		__m512 xv[4];
+		UNROLL
+		for (int j = 0; j < 4; j++) xv[j] = _mm512_loadu_ps(x + i + 16 * j);
+		UNROLL
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
+			for (size_t l = 0; l < 64 * es; l += 64) {
+				_mm_prefetch((const char *)(p + PF_DIST + l), _MM_HINT_T0);
+			}
+			UNROLL
+			for (int j = 0; j < 4; j++) a[r][j] = _mm512_fmadd_ps(wide16u(type, p + 16 * es * (size_t)j), xv[j], a[r][j]);
+		}
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		__m256 h[8];
+		UNROLL
+		for (int j = 0; j < 4; j++) halves16(a[r][j], h + 2 * j);
+		dst[r] = finish(S_VEC16, type, h, x, w + r * rowBytes, np, k);
+	}
+}
+
+// VEC16_ROWS is the shortest row vec_dot_rows16 takes. A row of 8 KiB or
+// more has activations that no longer sit in L1 beside the weights'
+// stream, and four rows read them once (2048×8192 F16 from memory: 11 →
+// 14 GB/s a thread); shorter ones go one at a time through vec_rows, which
+// the prefetchers follow as one stream (vec_rows16 took 8192×2048 from 22
+// to 10–15 GB/s, one row or four at a time).
+#define VEC16_ROWS 8192
+
+// vec_dot_rows16 is vec_dot_rows over vec_rows16, four rows at a time.
+INLINE A5 void vec_dot_rows16(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                              float *dst, int m) {
+	for (int t = 0; t < n; t++) {
+		const float *xt = x + (size_t)t * k;
+		float *dt = dst + (size_t)t * m;
+		int o = lo;
+		for (; o + 4 <= hi; o += 4) {
+			vec_rows16(4, type, xt, k, w + (size_t)o * rowBytes, rowBytes, dt + o);
+		}
+		for (; o < hi; o++) {
+			vec_rows16(1, type, xt, k, w + (size_t)o * rowBytes, rowBytes, dt + o);
+		}
+	}
+}
+
+#define FLOAT_KERNELS16(name, type)                                                                           \
+	static A5 int name(int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, \
+	                   float *dst, int m) {                                                                    \
+		if (order == S_TINY16) {                                                                              \
+			tiny_rows16(type, x, n, k, w, rowBytes, lo, hi, dst, m);                                          \
+			return 1;                                                                                         \
+		}                                                                                                     \
+		if (order == S_VEC16 && type != T_BF16 && rowBytes >= VEC16_ROWS) {                                  \
+			vec_dot_rows16(type, x, n, k, w, rowBytes, lo, hi, dst, m);                                       \
+			return 1;                                                                                         \
+		}                                                                                                     \
+		return 0;                                                                                             \
+	}
+FLOAT_KERNELS16(float16_f32, T_F32)
+FLOAT_KERNELS16(float16_f16, T_F16)
+FLOAT_KERNELS16(float16_bf16, T_BF16)
+#undef FLOAT_KERNELS16
+
+void glint_matmat(int level, int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
+                  int lo, int hi, float *dst, int m) {
+	if (level >= 2) {
+		int done;
+		switch (type) {
+		case T_F32: done = float16_f32(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+		case T_F16: done = float16_f16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+		default: done = float16_bf16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+		}
+		if (done) {
+			return;
+		}
+	}
 	switch (type) {
 	case T_F32: float_f32(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
 	case T_F16: float_f16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;

@@ -10,9 +10,10 @@ int glint_simd_level(void);
 // glint_matmat computes dst[t*m + o] = x[t] · row o of w for t < n and
 // lo <= o < hi, for float weights (F32, F16, BF16), summed in the order
 // order (floatSum in kernels.go: llama.cpp's vec_dot or tinyBLAS, of its
-// AVX2 or AVX-512 build). It needs AVX2, FMA and F16C.
-void glint_matmat(int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
-                  int hi, float *dst, int m);
+// AVX2 or AVX-512 build). It needs AVX2, FMA and F16C; at level ≥ 2 the
+// AVX-512 build's orders run in 512-bit vectors (the same bits).
+void glint_matmat(int level, int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
+                  int lo, int hi, float *dst, int m);
 
 // Quantised activations (one row of k elements): q holds k int8 values; for
 // Q8_0, d[b] is block b's scale (f16-rounded) and c[b] = -off·Σ q over the

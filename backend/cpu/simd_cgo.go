@@ -26,7 +26,7 @@ func detectSIMD() simdLevel {
 // simdMatMat computes rows lo…hi-1 of every token of a matmul with float
 // weights, decode included, in the order t.sum.
 func simdMatMat(t *task, rowBytes, lo, hi int) {
-	C.glint_matmat(C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), C.int(t.n), C.int(t.k),
+	C.glint_matmat(C.int(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
 		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
