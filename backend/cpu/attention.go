@@ -68,12 +68,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	if n == 0 {
 		return
 	}
-	var seen, batched uint64
-	for i := range n {
-		bit := uint64(1) << uint(rows[4*i+1])
-		batched |= seen & bit
-		seen |= bit
-	}
+	batched := batchedSeqs(rows, n)
 	// The C kernel scores up to attnScoreRows heads of one kv head at once.
 	simd, sRows := simdOff, 1
 	if b.simd > simdOff && simdAttentionOK(headDim) {
@@ -395,6 +390,18 @@ func vColumn8(t *task, p []float32, runs []int32, base, col, kvCols int, tiny bo
 		}
 	}
 	return reduce8Fold(&s)
+}
+
+// batchedSeqs is the set of sequences with more than one of the n rows
+// (row i's sequence is rows[4i+1]): theirs are prefill rows (task.prefill).
+func batchedSeqs(rows []int32, n int) uint64 {
+	var seen, batched uint64
+	for i := range n {
+		bit := uint64(1) << uint(rows[4*i+1])
+		batched |= seen & bit
+		seen |= bit
+	}
+	return batched
 }
 
 // prefill reports whether row takes llama.cpp's prefill arithmetic, which

@@ -386,6 +386,57 @@ INLINE A5 float dot_tiny(const void *k, int half, const float *q, int n) {
 	return _mm512_reduce_add_ps(s);
 }
 
+// pv_tiny512 is a prefill row's output o[d] = Σ_j p_j·V_j[d], d < hd, in
+// tinyBLAS's 16 lanes: lane (j − base) % 16 of column d takes cell j's
+// fused multiply-add, cell after cell, and the lanes are reduced as
+// _mm512_reduce_add_ps reduces a vector (halves 8 apart, then 4, then 2,
+// then 1). Here a vector holds 16 columns of one lane, so each cell's row
+// of V is loaded once for all of them and every column gets the same
+// operations as one lane of the column-at-a-time form, which loaded V
+// element by element and took most of a prompt's attention time.
+static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base,
+                          int kvCols, size_t kvOff, int hd, float *o) {
+	float acc[16][GLINT_ATTENTION_MAX_HEAD_DIM] __attribute__((aligned(64)));
+	for (int l = 0; l < 16; l++) {
+		for (int d = 0; d < hd; d += 16) {
+			_mm512_store_ps(acc[l] + d, _mm512_setzero_ps());
+		}
+	}
+	for (int r = 0; r < nruns; r++) {
+		for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
+			int i = j - base;
+			float *a = acc[i % 16];
+			__m512 pj = _mm512_set1_ps(p[i]);
+			size_t row = (size_t)j * kvCols + kvOff;
+			int d = 0;
+			for (; d + 16 <= hd; d += 16) {
+				_mm512_store_ps(a + d, _mm512_fmadd_ps(load16c(v, half, row + d), pj, _mm512_load_ps(a + d)));
+			}
+			if (d < hd) {
+				__mmask16 m = (__mmask16)((1u << (hd - d)) - 1);
+				__m512 x = half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)v + row + d))
+				                : _mm512_maskz_loadu_ps(m, (const float *)v + row + d);
+				_mm512_store_ps(a + d, _mm512_fmadd_ps(x, pj, _mm512_load_ps(a + d)));
+			}
+		}
+	}
+	for (int d = 0; d < hd; d += 16) {
+		__m512 t8[8], t4[4];
+		for (int l = 0; l < 8; l++) {
+			t8[l] = _mm512_add_ps(_mm512_load_ps(acc[l + 8] + d), _mm512_load_ps(acc[l] + d));
+		}
+		for (int l = 0; l < 4; l++) {
+			t4[l] = _mm512_add_ps(t8[l + 4], t8[l]);
+		}
+		__m512 r = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
+		if (d + 16 <= hd) {
+			_mm512_storeu_ps(o + d, r);
+		} else {
+			_mm512_mask_storeu_ps(o + d, (__mmask16)((1u << (hd - d)) - 1), r);
+		}
+	}
+}
+
 // glint_attention512 is attentionHeads512 (flavor.go) for K and V caches
 // both f16 (half) or both f32: heads h0…h1-1 of one row (q and out point at
 // it) over the cells of runs, the row's view starting at cell base and nkv
@@ -433,19 +484,12 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 			scores[j] = half ? _cvtsh_ss(_cvtss_sh(p, _MM_FROUND_TO_NEAREST_INT)) : p;
 		}
 		float *o = out + (size_t)h * hd;
+		if (prefill) {
+			pv_tiny512(v, half, scores, runs, nruns, base, kvCols, kvOff, hd, o);
+			continue;
+		}
 		for (int d = 0; d < hd; d++) {
 			size_t c = kvOff + d;
-			if (prefill) {
-				float s[16] = {0};
-				for (int r = 0; r < nruns; r++) {
-					for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
-						int i = j - base;
-						s[i % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[i], s[i % 16]);
-					}
-				}
-				o[d] = _mm512_reduce_add_ps(_mm512_loadu_ps(s));
-				continue;
-			}
 			float s[4][16] = {{0}};
 			for (int r = 0; r < nruns; r++) {
 				int end = runs[2 * r + 1] < base + np ? runs[2 * r + 1] : base + np;

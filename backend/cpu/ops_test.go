@@ -254,7 +254,8 @@ func testAttentionSIMD(t *testing.T) {
 				sc.row = make([]float32, 2*c.headDim)
 				tk := task{kind: kAttention, total: n * c.heads, dst: out, q: q, n: n,
 					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, rows: c.view.Rows,
-					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd}
+					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd,
+					batched: batchedSeqs(c.view.Rows, n)}
 				if half.k {
 					tk.kh = kh
 				} else {
