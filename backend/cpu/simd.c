@@ -1737,7 +1737,7 @@ INLINE void q4_prep(const int8_t *q, const float *xd, const int32_t *xc, int ng,
 // (each ≤ 4), each weight group unpacked once and used T times. Token t's
 // layout is at xr + t*ng*128, dxv + t*ng*16 and ci + t*ng*16; the blocks
 // past the last whole group come straight from q, xd and xc.
-INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
+INLINE AV void q4_tile(int R, int T, int pf, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
                        const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
                        size_t rowBytes, float *dst, int m) {
 	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
@@ -1753,6 +1753,9 @@ INLINE AV void q4_tile(int R, int T, const int8_t *xr, const float *dxv, const i
 				continue;
 			}
 			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
+			if (pf) {
+				pf_pass(w, rowBytes, 4, g, r, 72);
+			}
 			__m512i a = _mm512_loadu_si512(p);
 			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
 			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
@@ -1818,7 +1821,7 @@ static AV int matmat_q4_vbmi(const int8_t *q, const float *xd, const int32_t *xc
 			float *d = dst + (size_t)t0 * m + o;
 			switch (R * 8 + T) {
 #define C4(R, T) \
-	case R * 8 + T: q4_tile(R, T, xr, dxv, ci, ng, qt, dt, ct, k, wr, rowBytes, d, m); break;
+	case R * 8 + T: q4_tile(R, T, t0 == 0, xr, dxv, ci, ng, qt, dt, ct, k, wr, rowBytes, d, m); break;
 #define C4S(R) C4(R, 1) C4(R, 2) C4(R, 3) C4(R, 4)
 				C4S(1) C4S(2) C4S(3) C4S(4)
 #undef C4S
