@@ -4,7 +4,7 @@ import "github.com/glint-llm/glint/dtype"
 
 // Q4_0 weights of a multiple of 8 rows meet activations in ggml's repacked
 // order (dotQ4_0Repacked): one float per output, fed each block's exact
-// integer sum. On the AVX2 and AVX-512 (non-VNNI) levels the backend keeps
+// integer sum. At every SIMD level the backend keeps
 // such a weight with each group of 8 rows interleaved block by block, as
 // ggml's repacking does, so that one 32-byte load holds four bytes of
 // nibbles of each of the 8 rows, one row per 32-bit lane:
@@ -30,7 +30,7 @@ const (
 // interleavesQ4_0 reports whether a backend at level l stores a weight of
 // type dt and shape as Q4_0 in groups of eight rows.
 func interleavesQ4_0(l simdLevel, dt dtype.Type, shape []int) bool {
-	return (l == simdAVX2 || l == simdAVX512) && dt == dtype.Q4_0 && len(shape) == 2 && shape[0]%q4x8Rows == 0
+	return l >= simdAVX2 && dt == dtype.Q4_0 && len(shape) == 2 && shape[0]%q4x8Rows == 0
 }
 
 // interleaveQ4_0 writes row groups g0…g1-1 of the file-layout weight src

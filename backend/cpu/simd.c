@@ -47,8 +47,9 @@ int glint_simd_level(void) {
 		if (!__builtin_cpu_supports("avx512vnni")) {
 			return 2;
 		}
-		// vpermb/vpermt2b (VBMI) are what the level-4 kernels add; some
-		// CPUs with VNNI lack them (Cascade Lake).
+		// Level 4 (VBMI) runs level 3's kernels: its 512-bit Q4_0 kernels
+		// (vpermt2b) lost to the interleaved layout's (q4x8_tile_vnni). It
+		// stays a level of its own as the one AMX builds on.
 		return __builtin_cpu_supports("avx512vbmi") ? 4 : 3;
 	}
 	return 1;
@@ -821,63 +822,87 @@ QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 // and one fused multiply-add per token adds them times dw·dx into its eight
 // rows' float accumulators, block after block: dotQ4_0Repacked, bit for bit.
 // The unpacked nibbles and the scales serve all T tokens.
-INLINE A2 void q4x8_tile(int T, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *g,
-                         float *dst, int m) {
-	const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-	__m256 acc[4];
-	for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
-	int nb = k / 32;
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *blk = g + (size_t)b * 144;
-		// The stream is contiguous, which the hardware prefetchers follow;
-		// a line a block, this far ahead, keeps more of it in flight while
-		// several tokens' arithmetic runs.
-		_mm_prefetch((const char *)blk + Q4X8_PREFETCH, _MM_HINT_T0);
-		_mm_prefetch((const char *)blk + Q4X8_PREFETCH + 64, _MM_HINT_T0);
-		_mm_prefetch((const char *)blk + Q4X8_PREFETCH + 128, _MM_HINT_T0);
-		__m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-		__m256i lo[4], hi[4];
-		for (int j = 0; j < 4; j++) {
-			__m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
-			lo[j] = _mm256_and_si256(v, m4);
-			hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-		}
-		for (int t = 0; t < T; t++) {
-			const int8_t *xb = q + (size_t)t * k + 32 * b;
-			__m256i s = _mm256_setzero_si256();
-			for (int j = 0; j < 4; j++) {
-				int32_t wl, wh;
-				memcpy(&wl, xb + 4 * j, 4);
-				memcpy(&wh, xb + 16 + 4 * j, 4);
-				s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[j], _mm256_set1_epi32(wl)));
-				s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[j], _mm256_set1_epi32(wh)));
-			}
-			__m256i r = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(xc[(size_t)t * nb + b]));
-			__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));
-			acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r), d, acc[t]);
-		}
+//
+// The stream is contiguous, which the hardware prefetchers follow; a line a
+// block, Q4X8_PREFETCH ahead, keeps more of it in flight while several
+// tokens' arithmetic runs. With VNNI (q4x8_tile_vnni) one vpdpbusd per
+// vector adds its four products straight into the int32 lanes: the same
+// exact sums in half the instructions.
+#define Q4X8_TILE(name, attr, mac, widen)                                                                     \
+	INLINE attr void name(int T, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *g, \
+	                      float *dst, int m) {                                                                 \
+		const __m256i m4 = _mm256_set1_epi8(0x0F);                                                            \
+		__m256 acc[4];                                                                                        \
+		for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();                                             \
+		int nb = k / 32;                                                                                      \
+		for (int b = 0; b < nb; b++) {                                                                        \
+			const uint8_t *blk = g + (size_t)b * 144;                                                         \
+			_mm_prefetch((const char *)blk + Q4X8_PREFETCH, _MM_HINT_T0);                                     \
+			_mm_prefetch((const char *)blk + Q4X8_PREFETCH + 64, _MM_HINT_T0);                                \
+			_mm_prefetch((const char *)blk + Q4X8_PREFETCH + 128, _MM_HINT_T0);                               \
+			__m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));                               \
+			__m256i lo[4], hi[4];                                                                             \
+			for (int j = 0; j < 4; j++) {                                                                     \
+				__m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));                         \
+				lo[j] = _mm256_and_si256(v, m4);                                                              \
+				hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);                                        \
+			}                                                                                                 \
+			for (int t = 0; t < T; t++) {                                                                     \
+				const int8_t *xb = q + (size_t)t * k + 32 * b;                                                \
+				__m256i s = _mm256_setzero_si256();                                                           \
+				for (int j = 0; j < 4; j++) {                                                                 \
+					int32_t wl, wh;                                                                           \
+					memcpy(&wl, xb + 4 * j, 4);                                                               \
+					memcpy(&wh, xb + 16 + 4 * j, 4);                                                          \
+					s = mac(s, lo[j], _mm256_set1_epi32(wl));                                                 \
+					s = mac(s, hi[j], _mm256_set1_epi32(wh));                                                 \
+				}                                                                                             \
+				__m256i r = _mm256_add_epi32(widen(s), _mm256_set1_epi32(xc[(size_t)t * nb + b]));           \
+				__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));                         \
+				acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r), d, acc[t]);                                   \
+			}                                                                                                 \
+		}                                                                                                     \
+		for (int t = 0; t < T; t++) _mm256_storeu_ps(dst + (size_t)t * m, acc[t]);                            \
 	}
-	for (int t = 0; t < T; t++) _mm256_storeu_ps(dst + (size_t)t * m, acc[t]);
-}
 
-A2 void glint_matmat_q4_0_x8(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,
-                             size_t rowBytes, int lo, int hi, float *dst, int m) {
-	int nb = k / 32;
-	for (int o = lo; o + 8 <= hi; o += 8) {
-		const uint8_t *g = w + (size_t)o * rowBytes;
-		for (int t = 0; t < n; t += 4) {
-			const int8_t *qt = q + (size_t)t * k;
-			const float *dt = xd + (size_t)t * nb;
-			const int32_t *ct = xc + (size_t)t * nb;
-			float *d = dst + (size_t)t * m + o;
-			switch (n - t < 4 ? n - t : 4) {
-			case 1: q4x8_tile(1, qt, dt, ct, k, g, d, m); break;
-			case 2: q4x8_tile(2, qt, dt, ct, k, g, d, m); break;
-			case 3: q4x8_tile(3, qt, dt, ct, k, g, d, m); break;
-			default: q4x8_tile(4, qt, dt, ct, k, g, d, m); break;
-			}
-		}
+// AVX2 adds the products in int16 pairs and widens the sums at the end
+// (vpmaddwd); VNNI adds them in int32 quads.
+INLINE A2 __m256i q4x8_mac_avx2(__m256i s, __m256i u, __m256i x) {
+	return _mm256_add_epi16(s, _mm256_maddubs_epi16(u, x));
+}
+INLINE A2 __m256i q4x8_widen_avx2(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+INLINE A3 __m256i q4x8_mac_vnni(__m256i s, __m256i u, __m256i x) { return _mm256_dpbusd_epi32(s, u, x); }
+INLINE A3 __m256i q4x8_widen_vnni(__m256i s) { return s; }
+
+Q4X8_TILE(q4x8_tile, A2, q4x8_mac_avx2, q4x8_widen_avx2)
+Q4X8_TILE(q4x8_tile_vnni, A3, q4x8_mac_vnni, q4x8_widen_vnni)
+
+#define Q4X8_MATMAT(name, attr, tile)                                                                         \
+	attr void name(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,        \
+	               size_t rowBytes, int lo, int hi, float *dst, int m) {                                      \
+		int nb = k / 32;                                                                                      \
+		for (int o = lo; o + 8 <= hi; o += 8) {                                                               \
+			const uint8_t *g = w + (size_t)o * rowBytes;                                                      \
+			for (int t = 0; t < n; t += 4) {                                                                  \
+				const int8_t *qt = q + (size_t)t * k;                                                         \
+				const float *dt = xd + (size_t)t * nb;                                                        \
+				const int32_t *ct = xc + (size_t)t * nb;                                                      \
+				float *d = dst + (size_t)t * m + o;                                                           \
+				switch (n - t < 4 ? n - t : 4) {                                                              \
+				case 1: tile(1, qt, dt, ct, k, g, d, m); break;                                               \
+				case 2: tile(2, qt, dt, ct, k, g, d, m); break;                                               \
+				case 3: tile(3, qt, dt, ct, k, g, d, m); break;                                               \
+				default: tile(4, qt, dt, ct, k, g, d, m); break;                                              \
+				}                                                                                             \
+			}                                                                                                 \
+		}                                                                                                     \
 	}
+static Q4X8_MATMAT(matmat_q4x8_avx2, A2, q4x8_tile)
+static Q4X8_MATMAT(matmat_q4x8_vnni, A3, q4x8_tile_vnni)
+
+void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
+                          const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
+	(level >= 3 ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
 }
 
 // ---------------------------------------------------------------- more block types
@@ -1570,268 +1595,9 @@ static A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const in
 }
 
 
-// ---------------------------------------------------------------- VBMI: Q4_0 in 512-bit groups
-//
-// One token against Q4_0 weights is bound by how fast the weights can be
-// unpacked, not by memory, unless each block costs few instructions. These
-// kernels (level 4: VNNI plus VBMI) work on 512-bit vectors: one vpermt2b
-// gathers the quants of four Q4_0 blocks from their 18-byte records, and one
-// vpermw spreads the blocks' f16 scales over the lanes that hold each
-// block's partial sums. Four rows' partial sums are then summed per block in
-// one shuffle tree (sum4x4), so that a group costs one convert and two
-// multiplies for 16 block terms instead of per block and row, and they are
-// added into four rows' float accumulators by four fused multiply-adds in
-// block order (fma_group4). The activations are laid out once per call to
-// match: low nibbles (elements 0-15 of a block) and high nibbles (16-31) of
-// four blocks each fill one vector, and dx and the correction c are spread
-// to the same lanes (c in the first lane of its block, where vpdpbusd's
-// accumulator starts).
-//
-// Prefill uses the same groups in tiles of 4 rows × 4 tokens. (Q8_0 keeps
-// its 256-bit lanes kernel at this level: ggml's eight float lanes per
-// output leave nothing for a 512-bit vector to share.)
-
-// DECODE_KMAX bounds k for the per-call activation layout, which lives on
-// the (C) stack: about 2k bytes.
+// DECODE_KMAX bounds k for the per-call activation layouts of the K-quant
+// decode kernels below, which live on the (C) stack: about 2k bytes.
 #define DECODE_KMAX 16384
-
-// Q4_0 block j (0…3) of a group: quants at bytes 18j+2 … 18j+17, scale at
-// 18j; the group is 72 bytes, so the last 8 bytes come from a second load.
-INLINE AV __m512i q4_group_idx(void) {
-	uint8_t idx[64];
-	for (int j = 0; j < 4; j++)
-		for (int i = 0; i < 16; i++) idx[16 * j + i] = (uint8_t)(18 * j + 2 + i);
-	return _mm512_loadu_si512(idx);
-}
-
-INLINE AV __m512i scale_idx(int per, int stride) {
-	uint16_t idx[32];
-	for (int i = 0; i < 32; i++) idx[i] = (uint16_t)(stride * (i / per % (16 / per)));
-	return _mm512_loadu_si512(idx);
-}
-
-// sum4x4 returns, in each 128-bit lane L, the sums of lane L's four int32
-// of s0, s1, s2 and s3, in that order: the exact dot products of one block
-// for four rows.
-INLINE AV __m512i sum4x4(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
-	__m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
-	__m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
-	return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-}
-
-// tr4 gathers, in each 128-bit lane, one value of each of a0…a3, whose four
-// values in that lane are equal (the block scales): the layout of sum4x4.
-INLINE AV __m512 tr4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-	__m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(a0, a1)), t1 = _mm512_castps_pd(_mm512_unpacklo_ps(a2, a3));
-	return _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t1));
-}
-
-// fma_q4 adds one Q4_0 block to a row's float accumulator as
-// dotQ4_0Repacked does: fmaf(Σ qw·qx, f16(dw)·dx, acc).
-INLINE AV float fma_q4(const uint8_t *blk, const int8_t *q, float dx, int32_t c, float acc) {
-	__m256i dp = bdot_q4_vnni(_mm256_zextsi128_si256(_mm_cvtsi32_si128(c)), blk + 2, _mm256_loadu_si256((const __m256i *)q));
-	return fma1((float)hsum8i(dp), f16tab[le16(blk)] * dx, acc);
-}
-
-// fma_group4 adds the four blocks of a group to the float accumulators of
-// four rows, in block order: t and sc laid out as sum4x4 (block j in 128-bit
-// lane j, row r in its element r) hold the blocks' sums and scales dw·dx.
-INLINE AV __m128 fma_group4(__m512 t, __m512 sc, __m128 acc) {
-	acc = _mm_fmadd_ps(_mm512_castps512_ps128(t), _mm512_castps512_ps128(sc), acc);
-	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 1), _mm512_extractf32x4_ps(sc, 1), acc);
-	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 2), _mm512_extractf32x4_ps(sc, 2), acc);
-	return _mm_fmadd_ps(_mm512_extractf32x4_ps(t, 3), _mm512_extractf32x4_ps(sc, 3), acc);
-}
-
-// q4_decode_rows accumulates R rows (R ≤ 4) of whole 4-block groups into
-// acc, element r for row r (see fma_group4).
-INLINE AV void q4_decode_rows(int R, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
-                              const uint8_t *w, size_t rowBytes, __m128 *acc) {
-	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
-	__m128 a4 = _mm_setzero_ps();
-	for (int g = 0; g < ng; g++) {
-		__m512i xl = _mm512_loadu_si512(xr + 128 * g), xh = _mm512_loadu_si512(xr + 128 * g + 64);
-		__m512 dx = _mm512_loadu_ps(dxv + 16 * g);
-		__m512i c = _mm512_loadu_si512(ci + 16 * g);
-		__m512i s[4];
-		__m512 sw[4];
-		for (int r = 0; r < 4; r++) {
-			if (r >= R) {
-				s[r] = _mm512_setzero_si512();
-				sw[r] = _mm512_setzero_ps();
-				continue;
-			}
-			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
-			pf_pass(w, rowBytes, 4, g, r, 72);
-			__m512i a = _mm512_loadu_si512(p);
-			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
-			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
-			s[r] = _mm512_dpbusd_epi32(c, _mm512_and_si512(qs, m4), xl);
-			s[r] = _mm512_dpbusd_epi32(s[r], _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4), xh);
-			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
-		}
-		__m512 sc = _mm512_mul_ps(tr4(sw[0], sw[1], sw[2], sw[3]), dx);
-		a4 = fma_group4(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), sc, a4);
-	}
-	*acc = a4;
-}
-
-static AV void matvec_q4_vnni(const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
-                              size_t rowBytes, int lo, int hi, float *dst) {
-	int nb = k / 32, ng = nb / 4;
-	int8_t xr[ng * 128 + 1] __attribute__((aligned(64)));
-	float dxv[ng * 16 + 1] __attribute__((aligned(64)));
-	int32_t ci[ng * 16 + 1] __attribute__((aligned(64)));
-	for (int g = 0; g < ng; g++) {
-		for (int j = 0; j < 4; j++) {
-			int b = 4 * g + j;
-			memcpy(xr + 128 * g + 16 * j, q + 32 * b, 16);
-			memcpy(xr + 128 * g + 64 + 16 * j, q + 32 * b + 16, 16);
-			for (int l = 0; l < 4; l++) {
-				dxv[16 * g + 4 * j + l] = xd[b];
-				ci[16 * g + 4 * j + l] = l == 0 ? xc[b] : 0;
-			}
-		}
-	}
-	for (int o = lo; o < hi; o += 4) {
-		int R = hi - o < 4 ? hi - o : 4;
-		const uint8_t *wr = w + (size_t)o * rowBytes;
-		__m128 acc;
-		switch (R) {
-		case 1: q4_decode_rows(1, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
-		case 2: q4_decode_rows(2, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
-		case 3: q4_decode_rows(3, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
-		default: q4_decode_rows(4, xr, dxv, ci, ng, wr, rowBytes, &acc); break;
-		}
-		float a[4];
-		_mm_storeu_ps(a, acc);
-		for (int r = 0; r < R; r++) {
-			float sum = a[r];
-			// Blocks past the last whole group, one at a time.
-			for (int b = 4 * ng; b < nb; b++) {
-				sum = fma_q4(wr + r * rowBytes + (size_t)b * 18, q + 32 * b, xd[b], xc[b], sum);
-			}
-			dst[o + r] = sum;
-		}
-	}
-}
-
-// q4_prep lays out one token's activations for the Q4_0 kernels below (see
-// the section comment).
-INLINE void q4_prep(const int8_t *q, const float *xd, const int32_t *xc, int ng, int8_t *xr, float *dxv,
-                    int32_t *ci) {
-	for (int g = 0; g < ng; g++) {
-		for (int j = 0; j < 4; j++) {
-			int b = 4 * g + j;
-			memcpy(xr + 128 * g + 16 * j, q + 32 * b, 16);
-			memcpy(xr + 128 * g + 64 + 16 * j, q + 32 * b + 16, 16);
-			for (int l = 0; l < 4; l++) {
-				dxv[16 * g + 4 * j + l] = xd[b];
-				ci[16 * g + 4 * j + l] = l == 0 ? xc[b] : 0;
-			}
-		}
-	}
-}
-
-// q4_tile is the prefill counterpart of q4_decode_rows: R rows × T tokens
-// (each ≤ 4), each weight group unpacked once and used T times. Token t's
-// layout is at xr + t*ng*128, dxv + t*ng*16 and ci + t*ng*16; the blocks
-// past the last whole group come straight from q, xd and xc.
-INLINE AV void q4_tile(int R, int T, int pf, const int8_t *xr, const float *dxv, const int32_t *ci, int ng,
-                       const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *w,
-                       size_t rowBytes, float *dst, int m) {
-	const __m512i gidx = q4_group_idx(), sidx = scale_idx(4, 9), m4 = _mm512_set1_epi8(0x0F);
-	__m128 acc[4];
-	for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();
-	for (int g = 0; g < ng; g++) {
-		__m512i wl[4], wh[4];
-		__m512 sw[4];
-		for (int r = 0; r < 4; r++) {
-			if (r >= R) {
-				wl[r] = wh[r] = _mm512_setzero_si512();
-				sw[r] = _mm512_setzero_ps();
-				continue;
-			}
-			const uint8_t *p = w + r * rowBytes + 72 * (size_t)g;
-			if (pf) {
-				pf_pass(w, rowBytes, 4, g, r, 72);
-			}
-			__m512i a = _mm512_loadu_si512(p);
-			__m512i b = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(p + 64)));
-			__m512i qs = _mm512_permutex2var_epi8(a, gidx, b);
-			wl[r] = _mm512_and_si512(qs, m4);
-			wh[r] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
-			sw[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a)));
-		}
-		__m512 swt = tr4(sw[0], sw[1], sw[2], sw[3]);
-		for (int t = 0; t < T; t++) {
-			size_t xo = (size_t)t * ng * 128 + 128 * (size_t)g, so = (size_t)t * ng * 16 + 16 * (size_t)g;
-			__m512i xl = _mm512_loadu_si512(xr + xo), xh = _mm512_loadu_si512(xr + xo + 64);
-			__m512 dx = _mm512_loadu_ps(dxv + so);
-			__m512i c = _mm512_loadu_si512(ci + so);
-			__m512i s[4];
-			for (int r = 0; r < 4; r++) {
-				s[r] = r < R ? _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, wl[r], xl), wh[r], xh) : _mm512_setzero_si512();
-			}
-			acc[t] = fma_group4(_mm512_cvtepi32_ps(sum4x4(s[0], s[1], s[2], s[3])), _mm512_mul_ps(swt, dx), acc[t]);
-		}
-	}
-	int nb = k / 32;
-	for (int t = 0; t < T; t++) {
-		float a[4];
-		_mm_storeu_ps(a, acc[t]);
-		for (int r = 0; r < R; r++) {
-			float sum = a[r];
-			for (int b = 4 * ng; b < nb; b++) {
-				sum = fma_q4(w + r * rowBytes + (size_t)b * 18, q + (size_t)t * k + 32 * b, xd[(size_t)t * nb + b],
-				             xc[(size_t)t * nb + b], sum);
-			}
-			dst[(size_t)t * m + r] = sum;
-		}
-	}
-}
-
-// matmat_q4_vbmi runs q4_tile over tiles of 4 tokens × 4 rows, laying out
-// each token tile's activations once; the rows lo…hi-1 it then sweeps stay
-// in L2 across token tiles. It returns 0 (having done nothing) when the
-// layout buffer cannot be allocated.
-static AV int matmat_q4_vbmi(const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
-                             const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
-	int nb = k / 32, ng = nb / 4;
-	size_t xrn = (size_t)4 * ng * 128, sn = (size_t)4 * ng * 16;
-	uint8_t *buf = aligned_alloc(64, xrn + 8 * sn);
-	if (buf == NULL) {
-		return 0;
-	}
-	int8_t *xr = (int8_t *)buf;
-	float *dxv = (float *)(buf + xrn);
-	int32_t *ci = (int32_t *)(buf + xrn + 4 * sn);
-	for (int t0 = 0; t0 < n; t0 += 4) {
-		int T = n - t0 < 4 ? n - t0 : 4;
-		for (int t = 0; t < T; t++) {
-			q4_prep(q + (size_t)(t0 + t) * k, xd + (size_t)(t0 + t) * nb, xc + (size_t)(t0 + t) * nb, ng,
-			        xr + (size_t)t * ng * 128, dxv + (size_t)t * ng * 16, ci + (size_t)t * ng * 16);
-		}
-		const int8_t *qt = q + (size_t)t0 * k;
-		const float *dt = xd + (size_t)t0 * nb;
-		const int32_t *ct = xc + (size_t)t0 * nb;
-		for (int o = lo; o < hi; o += 4) {
-			int R = hi - o < 4 ? hi - o : 4;
-			const uint8_t *wr = w + (size_t)o * rowBytes;
-			float *d = dst + (size_t)t0 * m + o;
-			switch (R * 8 + T) {
-#define C4(R, T) \
-	case R * 8 + T: q4_tile(R, T, t0 == 0, xr, dxv, ci, ng, qt, dt, ct, k, wr, rowBytes, d, m); break;
-#define C4S(R) C4(R, 1) C4(R, 2) C4(R, 3) C4(R, 4)
-				C4S(1) C4S(2) C4S(3) C4S(4)
-#undef C4S
-#undef C4
-			}
-		}
-	}
-	free(buf);
-	return 1;
-}
 
 // ---------------------------------------------------------------- AVX-512: K-quant decode
 //
@@ -2850,16 +2616,10 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 			} else {
 				matmat_q40l_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 			}
-		} else if (level >= 4 && n == 1 && k >= 128 && k <= DECODE_KMAX) {
-			matvec_q4_vnni(q, d, c, k, w, rowBytes, lo, hi, dst);
-		} else if (level >= 3) {
-			if (!(level >= 4 && k >= 128 && matmat_q4_vbmi(q, d, c, n, k, w, rowBytes, lo, hi, dst, m))) {
-				matmat_q4_vnni(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
-			}
 		} else {
 			// The backend interleaves such weights (glint_matmat_q4_0_x8);
 			// this is a Q4_0 tensor it did not load.
-			matmat_q4_avx2(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
+			(level >= 3 ? matmat_q4_vnni : matmat_q4_avx2)(q, d, c, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
 	case T_Q8_0:

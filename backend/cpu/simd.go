@@ -14,7 +14,7 @@ const (
 	simdAVX2                    // AVX2 + FMA + F16C
 	simdAVX512                  // AVX-512 F/BW/VL/DQ as well
 	simdVNNI                    // AVX-512 VNNI as well (int8 dot products)
-	simdVBMI                    // AVX-512 VBMI as well (byte permutes: 512-bit Q4_0/Q8_0 kernels)
+	simdVBMI                    // AVX-512 VBMI as well (level 3's kernels; AMX builds on it)
 	simdAMX                     // AMX-INT8 as well (tile multiplies; amx.c, unused: see amxOrder)
 )
 

@@ -43,6 +43,6 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 
 // glint_matmat_q4_0_x8 is glint_matmat_q for a Q4_0 weight interleaved in
 // groups of 8 rows (interleave.go); lo and hi are multiples of 8. It needs
-// AVX2, FMA and F16C.
-void glint_matmat_q4_0_x8(const int8_t *q, const float *d, const int32_t *c, int n, int k, const uint8_t *w,
-                          size_t rowBytes, int lo, int hi, float *dst, int m);
+// AVX2, FMA and F16C; level ≥ 3 (VNNI) adds the products by vpdpbusd.
+void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *d, const int32_t *c, int n, int k,
+                          const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m);

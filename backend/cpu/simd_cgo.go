@@ -34,7 +34,7 @@ func simdMatMat(t *task, rowBytes, lo, hi int) {
 // simdMatMatQ computes rows lo…hi-1 of every token of a matmul with
 // quantised weights from the quantised activations in t.act.
 func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
-	if level >= simdAMX && amxMatMat(t, rowBytes, lo, hi) {
+	if level >= simdAMX && !t.x8 && amxMatMat(t, rowBytes, lo, hi) {
 		return
 	}
 	a := t.act
@@ -51,7 +51,7 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 		bs = (*C.int16_t)(unsafe.Pointer(&a.bs[0]))
 	}
 	if t.x8 {
-		C.glint_matmat_q4_0_x8((*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])), c,
+		C.glint_matmat_q4_0_x8(C.int(level), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])), c,
 			C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
 			(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 		return

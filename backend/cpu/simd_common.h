@@ -17,7 +17,6 @@
 // chosen at run time, so the package builds with plain CFLAGS.
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#define AV __attribute__((target("avx512vbmi,avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
 // UNROLL unrolls the loop after it fully. Put before every loop that indexes
