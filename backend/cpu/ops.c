@@ -345,6 +345,14 @@ INLINE A5 __m512 load16c(const void *c, int half, size_t i) {
 	return _mm512_loadu_ps((const float *)c + i);
 }
 
+// load16m is load16c of the lanes in m (others 0).
+INLINE A5 __m512 load16m(const void *c, int half, size_t i, __mmask16 m) {
+	if (half) {
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)c + i));
+	}
+	return _mm512_maskz_loadu_ps(m, (const float *)c + i);
+}
+
 // fold_reduce folds vec_dot's four accumulators (0+2, 1+3, 0+1) and reduces
 // them (reduce16Fold).
 INLINE A5 float fold_reduce(__m512 s[4]) {
@@ -437,6 +445,74 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 	}
 }
 
+// pv_vec512 is a decode row's o[d] = Σ_j p_j·V_j[d], d < hd, in
+// ggml_vec_dot_f16/f32's order (vColumnDot): the cells before base + np in
+// 4×16 lanes (lane (j − base) % 64), folded and reduced as fold_reduce,
+// then the cells from there one by one, by fused multiply-adds into the
+// float (f32) or, f16, as float products into a double that starts from
+// it. Vectorised across columns as pv_tiny512; lanes no cell reached are
+// the +0 they start as in the column-at-a-time form.
+static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base, int np,
+                         int kvCols, size_t kvOff, int hd, float *o) {
+	float acc[64][GLINT_ATTENTION_MAX_HEAD_DIM] __attribute__((aligned(64)));
+	int last = runs[2 * nruns - 1] - base, nl = last < np ? last : np;
+	nl = nl < 64 ? nl : 64;
+	for (int l = 0; l < nl; l++) {
+		for (int d = 0; d < hd; d += 16) {
+			_mm512_store_ps(acc[l] + d, _mm512_setzero_ps());
+		}
+	}
+	for (int r = 0; r < nruns; r++) {
+		int end = runs[2 * r + 1] < base + np ? runs[2 * r + 1] : base + np;
+		for (int j = runs[2 * r]; j < end; j++) {
+			int i = j - base;
+			float *a = acc[i % 64];
+			__m512 pj = _mm512_set1_ps(p[i]);
+			size_t row = (size_t)j * kvCols + kvOff;
+			for (int d = 0; d < hd; d += 16) {
+				__mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
+				_mm512_store_ps(a + d, _mm512_fmadd_ps(load16m(v, half, row + d, m), pj, _mm512_load_ps(a + d)));
+			}
+		}
+	}
+	for (int d = 0; d < hd; d += 16) {
+		__mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
+		__m512 x[16], t4[4];
+		for (int l = 0; l < 16; l++) {
+			__m512 s[4];
+			for (int q = 0; q < 4; q++) {
+				s[q] = 16 * q + l < nl ? _mm512_load_ps(acc[16 * q + l] + d) : _mm512_setzero_ps();
+			}
+			x[l] = _mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3]));
+		}
+		for (int l = 0; l < 8; l++) {
+			x[l] = _mm512_add_ps(x[l + 8], x[l]);
+		}
+		for (int l = 0; l < 4; l++) {
+			t4[l] = _mm512_add_ps(x[l + 4], x[l]);
+		}
+		__m512 res = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
+		__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)), hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(res, 1));
+		for (int r = 0; r < nruns; r++) {
+			int j = runs[2 * r] > base + np ? runs[2 * r] : base + np;
+			for (; j < runs[2 * r + 1]; j++) {
+				__m512 vj = load16m(v, half, (size_t)j * kvCols + kvOff + d, m), pj = _mm512_set1_ps(p[j - base]);
+				if (!half) {
+					res = _mm512_fmadd_ps(vj, pj, res);
+					continue;
+				}
+				__m512 pr = _mm512_mul_ps(vj, pj);
+				lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
+				hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(pr, 1)));
+			}
+		}
+		if (half) {
+			res = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+		}
+		_mm512_mask_storeu_ps(o + d, m, res);
+	}
+}
+
 // glint_attention512 is attentionHeads512 (flavor.go) for K and V caches
 // both f16 (half) or both f32: heads h0…h1-1 of one row (q and out point at
 // it) over the cells of runs, the row's view starting at cell base and nkv
@@ -488,31 +564,7 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 			pv_tiny512(v, half, scores, runs, nruns, base, kvCols, kvOff, hd, o);
 			continue;
 		}
-		for (int d = 0; d < hd; d++) {
-			size_t c = kvOff + d;
-			float s[4][16] = {{0}};
-			for (int r = 0; r < nruns; r++) {
-				int end = runs[2 * r + 1] < base + np ? runs[2 * r + 1] : base + np;
-				for (int j = runs[2 * r]; j < end; j++) {
-					int i = j - base;
-					s[i % 64 / 16][i % 16] = fma1(at1(v, half, (size_t)j * kvCols + c), scores[i], s[i % 64 / 16][i % 16]);
-				}
-			}
-			__m512 a[4] = {_mm512_loadu_ps(s[0]), _mm512_loadu_ps(s[1]), _mm512_loadu_ps(s[2]), _mm512_loadu_ps(s[3])};
-			float res = fold_reduce(a);
-			double acc = res;
-			for (int r = 0; r < nruns; r++) {
-				int j = runs[2 * r] > base + np ? runs[2 * r] : base + np;
-				for (; j < runs[2 * r + 1]; j++) {
-					if (!half) {
-						res = fma1(at1(v, 0, (size_t)j * kvCols + c), scores[j - base], res);
-					} else {
-						acc += (double)(at1(v, 1, (size_t)j * kvCols + c) * scores[j - base]);
-					}
-				}
-			}
-			o[d] = half ? (float)acc : res;
-		}
+		pv_vec512(v, half, scores, runs, nruns, base, np, kvCols, kvOff, hd, o);
 	}
 }
 
