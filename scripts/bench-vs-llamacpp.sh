@@ -11,7 +11,11 @@
 # Each round times, per type: glint decode (`generate -n TOKENS`, its Avg
 # TBT), glint prefill (a 128-token prompt: 128 / TTFT) and llama-bench
 # (`-p 128 -n TOKENS -r 1`: pp128 and tgTOKENS), glint first on even rounds
-# and llama.cpp first on odd ones. GLINT_CPU_SIMD picks glint's kernel level.
+# and llama.cpp first on odd ones. GLINT_CPU_SIMD picks glint's kernel level;
+# to stand in for an AVX2-only host on an AVX-512 one, run it with
+# GLINT_CPU_SIMD=avx2 GLINT_GGML_FLAVOR=avx2 against a peer built with
+# CMAKE_EXTRA="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# (glint then gives that build's bits, as it would on such a host).
 # -x adds llama-bench arguments: on a machine other work keeps busy,
 # `-x "--poll 0"` makes its idle threads sleep as glint's do instead of
 # spinning (llama.cpp's default, --poll 50, collapses when cores are shared).
@@ -53,7 +57,7 @@ file() { echo ".cache/llama3.2-1b-$1.gguf"; }
 ids=$(seq -s, 1 128)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-level=?
+level=? flavour=?
 
 # glint_run TYPE: appends the decode TBT (ms) and the pp128 speed (t/s).
 glint_run() {
@@ -61,6 +65,7 @@ glint_run() {
 	f=$(file "$1")
 	out=$(bin/generate -m "$f" -b cpu -t "$threads" -p "Once upon a time" -n "$tokens" --temp 0 --ignore-eos 2>&1 >/dev/null)
 	level=$(sed -n 's/.*threads, \([a-z0-9]*\) kernels.*/\1/p' <<<"$out" | head -1)
+	flavour=$(sed -n 's/.*llama.cpp \([a-z0-9]*\) arithmetic.*/\1/p' <<<"$out" | head -1)
 	sed -n 's/^Avg TBT: \([0-9.]*\) ms.*/\1/p' <<<"$out" >>"$tmp/$1.gtbt"
 	out=$(bin/generate -m "$f" -b cpu -t "$threads" --prompt-ids "$ids" -n 1 --temp 0 2>&1 >/dev/null)
 	sed -n 's/^TTFT: \([0-9.]*\) ms.*/\1/p' <<<"$out" | awk '{printf "%.2f\n", 128000 / $1}' >>"$tmp/$1.gpp"
@@ -96,7 +101,7 @@ stat() { sort -g "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v
 median() { sort -g "$1" | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", a / b}'; }
 
-echo "glint ($level kernels) vs llama.cpp ($peer, $(cat "$tmp/peer" 2>/dev/null || echo ?)), $threads threads${lbargs:+, llama-bench $lbargs}, Llama-3.2-1B-shaped files, medians of $rounds alternated rounds (min–max):"
+echo "glint ($level kernels, llama.cpp $flavour arithmetic) vs llama.cpp ($peer, $(cat "$tmp/peer" 2>/dev/null || echo ?)), $threads threads${lbargs:+, llama-bench $lbargs}, Llama-3.2-1B-shaped files, medians of $rounds alternated rounds (min–max):"
 echo
 echo "| type | TBT glint ms | TBT llama.cpp ms | TBT glint/llama.cpp | pp128 glint t/s | pp128 llama.cpp t/s | pp128 glint/llama.cpp |"
 echo "|---|--:|--:|--:|--:|--:|--:|"

@@ -110,10 +110,10 @@ func (b *Backend) Threads() int { return b.threads }
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
 
-// Device implements backend.Backend: the CPU model, the thread count and the
-// matmul kernels in use.
+// Device implements backend.Backend: the CPU model, the thread count, the
+// matmul kernels in use and the llama.cpp build whose arithmetic they give.
 func (b *Backend) Device() string {
-	return fmt.Sprintf("%s, %d threads, %v kernels", b.device, b.threads, b.simd)
+	return fmt.Sprintf("%s, %d threads, %v kernels, llama.cpp %s arithmetic", b.device, b.threads, b.simd, Flavour())
 }
 
 // Sync implements backend.Backend. CPU ops are synchronous, so it only
