@@ -8,6 +8,7 @@
 // exactly as the reference does. AVX2+FMA+F16C is enough for that, and the
 // ops are small next to the matmuls, so every level ≥ 1 runs this code.
 #include <immintrin.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -394,54 +395,76 @@ INLINE A5 float dot_tiny(const void *k, int half, const float *q, int n) {
 	return _mm512_reduce_add_ps(s);
 }
 
-// pv_tiny512 is a prefill row's output o[d] = Σ_j p_j·V_j[d], d < hd, in
-// tinyBLAS's 16 lanes: lane (j − base) % 16 of column d takes cell j's
-// fused multiply-add, cell after cell, and the lanes are reduced as
-// _mm512_reduce_add_ps reduces a vector (halves 8 apart, then 4, then 2,
-// then 1). Here a vector holds 16 columns of one lane, so each cell's row
-// of V is loaded once for all of them and every column gets the same
-// operations as one lane of the column-at-a-time form, which loaded V
-// element by element and took most of a prompt's attention time.
-static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base,
-                          int kvCols, size_t kvOff, int hd, float *o) {
-	float acc[16][GLINT_ATTENTION_MAX_HEAD_DIM] __attribute__((aligned(64)));
-	for (int l = 0; l < 16; l++) {
+// The p·V sums below vectorise across columns: a vector holds 16 columns of
+// one lane, so each cell's row of V is loaded once for all of them and
+// every column gets the same operations as one lane of the
+// column-at-a-time form, which loaded V element by element and took most of
+// a prompt's attention time. Lane (j − base) % lanes of column d takes cell
+// j's fused multiply-add, cell after cell; lanes no cell reached read as
+// the +0 they start as in that form.
+typedef float pv_acc[GLINT_ATTENTION_MAX_HEAD_DIM] __attribute__((aligned(64)));
+
+// cols16 is the mask of columns d…d+15 below hd.
+INLINE A5 __mmask16 cols16(int hd, int d) {
+	return hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
+}
+
+// pv_lanes adds the cells of runs before base + limit into acc's lanes and
+// returns how many lanes it used (the first ones).
+INLINE A5 int pv_lanes(pv_acc *acc, int lanes, const void *v, int half, const float *p, const int32_t *runs,
+                       int nruns, int base, int limit, int kvCols, size_t kvOff, int hd) {
+	int last = runs[2 * nruns - 1] - base, nl = last < limit ? last : limit;
+	nl = nl < lanes ? nl : lanes;
+	for (int l = 0; l < nl; l++) {
 		for (int d = 0; d < hd; d += 16) {
 			_mm512_store_ps(acc[l] + d, _mm512_setzero_ps());
 		}
 	}
 	for (int r = 0; r < nruns; r++) {
-		for (int j = runs[2 * r]; j < runs[2 * r + 1]; j++) {
+		int end = runs[2 * r + 1] - base < limit ? runs[2 * r + 1] : base + limit;
+		for (int j = runs[2 * r]; j < end; j++) {
 			int i = j - base;
-			float *a = acc[i % 16];
+			float *a = acc[i % lanes];
 			__m512 pj = _mm512_set1_ps(p[i]);
 			size_t row = (size_t)j * kvCols + kvOff;
-			int d = 0;
-			for (; d + 16 <= hd; d += 16) {
-				_mm512_store_ps(a + d, _mm512_fmadd_ps(load16c(v, half, row + d), pj, _mm512_load_ps(a + d)));
-			}
-			if (d < hd) {
-				__mmask16 m = (__mmask16)((1u << (hd - d)) - 1);
-				__m512 x = half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)v + row + d))
-				                : _mm512_maskz_loadu_ps(m, (const float *)v + row + d);
+			for (int d = 0; d < hd; d += 16) {
+				__m512 x = load16m(v, half, row + d, cols16(hd, d));
 				_mm512_store_ps(a + d, _mm512_fmadd_ps(x, pj, _mm512_load_ps(a + d)));
 			}
 		}
 	}
+	return nl;
+}
+
+// pv_lane is columns d… of lane l of acc, +0 past the nl lanes used.
+INLINE A5 __m512 pv_lane(pv_acc *acc, int nl, int l, int d) {
+	return l < nl ? _mm512_load_ps(acc[l] + d) : _mm512_setzero_ps();
+}
+
+// reduce16x reduces 16 lanes, lane by lane, as _mm512_reduce_add_ps
+// reduces a vector: halves 8 apart, then 4, then 2, then 1.
+INLINE A5 __m512 reduce16x(__m512 x[16]) {
+	for (int l = 0; l < 8; l++) {
+		x[l] = _mm512_add_ps(x[l + 8], x[l]);
+	}
+	for (int l = 0; l < 4; l++) {
+		x[l] = _mm512_add_ps(x[l + 4], x[l]);
+	}
+	return _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
+}
+
+// pv_tiny512 is a prefill row's output o[d] = Σ_j p_j·V_j[d], d < hd, in
+// tinyBLAS's 16 lanes, reduced as _mm512_reduce_add_ps.
+static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base,
+                          int kvCols, size_t kvOff, int hd, float *o) {
+	pv_acc acc[16];
+	int nl = pv_lanes(acc, 16, v, half, p, runs, nruns, base, INT_MAX, kvCols, kvOff, hd);
 	for (int d = 0; d < hd; d += 16) {
-		__m512 t8[8], t4[4];
-		for (int l = 0; l < 8; l++) {
-			t8[l] = _mm512_add_ps(_mm512_load_ps(acc[l + 8] + d), _mm512_load_ps(acc[l] + d));
+		__m512 x[16];
+		for (int l = 0; l < 16; l++) {
+			x[l] = pv_lane(acc, nl, l, d);
 		}
-		for (int l = 0; l < 4; l++) {
-			t4[l] = _mm512_add_ps(t8[l + 4], t8[l]);
-		}
-		__m512 r = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
-		if (d + 16 <= hd) {
-			_mm512_storeu_ps(o + d, r);
-		} else {
-			_mm512_mask_storeu_ps(o + d, (__mmask16)((1u << (hd - d)) - 1), r);
-		}
+		_mm512_mask_storeu_ps(o + d, cols16(hd, d), reduce16x(x));
 	}
 }
 
@@ -450,48 +473,19 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 // 4×16 lanes (lane (j − base) % 64), folded and reduced as fold_reduce,
 // then the cells from there one by one, by fused multiply-adds into the
 // float (f32) or, f16, as float products into a double that starts from
-// it. Vectorised across columns as pv_tiny512; lanes no cell reached are
-// the +0 they start as in the column-at-a-time form.
+// it.
 static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base, int np,
                          int kvCols, size_t kvOff, int hd, float *o) {
-	float acc[64][GLINT_ATTENTION_MAX_HEAD_DIM] __attribute__((aligned(64)));
-	int last = runs[2 * nruns - 1] - base, nl = last < np ? last : np;
-	nl = nl < 64 ? nl : 64;
-	for (int l = 0; l < nl; l++) {
-		for (int d = 0; d < hd; d += 16) {
-			_mm512_store_ps(acc[l] + d, _mm512_setzero_ps());
-		}
-	}
-	for (int r = 0; r < nruns; r++) {
-		int end = runs[2 * r + 1] < base + np ? runs[2 * r + 1] : base + np;
-		for (int j = runs[2 * r]; j < end; j++) {
-			int i = j - base;
-			float *a = acc[i % 64];
-			__m512 pj = _mm512_set1_ps(p[i]);
-			size_t row = (size_t)j * kvCols + kvOff;
-			for (int d = 0; d < hd; d += 16) {
-				__mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
-				_mm512_store_ps(a + d, _mm512_fmadd_ps(load16m(v, half, row + d, m), pj, _mm512_load_ps(a + d)));
-			}
-		}
-	}
+	pv_acc acc[64];
+	int nl = pv_lanes(acc, 64, v, half, p, runs, nruns, base, np, kvCols, kvOff, hd);
 	for (int d = 0; d < hd; d += 16) {
-		__mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
-		__m512 x[16], t4[4];
+		__mmask16 m = cols16(hd, d);
+		__m512 x[16];
 		for (int l = 0; l < 16; l++) {
-			__m512 s[4];
-			for (int q = 0; q < 4; q++) {
-				s[q] = 16 * q + l < nl ? _mm512_load_ps(acc[16 * q + l] + d) : _mm512_setzero_ps();
-			}
-			x[l] = _mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3]));
+			x[l] = _mm512_add_ps(_mm512_add_ps(pv_lane(acc, nl, l, d), pv_lane(acc, nl, 32 + l, d)),
+			                     _mm512_add_ps(pv_lane(acc, nl, 16 + l, d), pv_lane(acc, nl, 48 + l, d)));
 		}
-		for (int l = 0; l < 8; l++) {
-			x[l] = _mm512_add_ps(x[l + 8], x[l]);
-		}
-		for (int l = 0; l < 4; l++) {
-			t4[l] = _mm512_add_ps(x[l + 4], x[l]);
-		}
-		__m512 res = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
+		__m512 res = reduce16x(x);
 		__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)), hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(res, 1));
 		for (int r = 0; r < nruns; r++) {
 			int j = runs[2 * r] > base + np ? runs[2 * r] : base + np;

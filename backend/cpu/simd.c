@@ -1060,8 +1060,9 @@ INLINE A2 __m256 lane_fma(float d, __m256i is, __m256 acc) {
 // whose m·s (s the Q8_1 block sum) goes by fmaf into a scalar added after
 // the reduction. With pairs (IQ4_NL decode: T = 1), even blocks go to one
 // set of lanes and odd ones to another, and an odd last block is added by
-// one scalar fmaf of its total, as ggml_vec_dot_iq4_nl_q8_0 does. pf: the
-// first tile of tokens over these rows, which fetches the rows 4 further on.
+// one scalar fmaf of its total, as ggml_vec_dot_iq4_nl_q8_0 does. pf: on
+// the first tile of tokens over these rows, the rows a pass reads
+// (QMATMATX's R0), whose next pass it prefetches (pf_pass); else 0.
 #define QTILEX(name, attr, bdot, corr, bb, usec, mn)                                                          \
 	INLINE attr void name(int R, int T, int pairs, int pf, const int8_t *q, const float *xd, const float *xs, \
 	                      int k, const uint8_t *w, size_t rowBytes, float *dst, int m) {                     \
