@@ -828,7 +828,7 @@ QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 // tokens' arithmetic runs. With VNNI (q4x8_tile_vnni) one vpdpbusd per
 // vector adds its four products straight into the int32 lanes: the same
 // exact sums in half the instructions.
-#define Q4X8_TILE(name, attr, mac, widen)                                                                     \
+#define Q4X8_TILE(name, attr, mac, widen, chains)                                                             \
 	INLINE attr void name(int T, const int8_t *q, const float *xd, const int32_t *xc, int k, const uint8_t *g, \
 	                      float *dst, int m) {                                                                 \
 		const __m256i m4 = _mm256_set1_epi8(0x0F);                                                            \
@@ -849,15 +849,17 @@ QMATMAT(matmat_q4_avx2, A2, tile_q4_avx2, 2)
 			}                                                                                                 \
 			for (int t = 0; t < T; t++) {                                                                     \
 				const int8_t *xb = q + (size_t)t * k + 32 * b;                                                \
-				__m256i s = _mm256_setzero_si256();                                                           \
-				for (int j = 0; j < 4; j++) {                                                                 \
+				__m256i s[chains];                                                                            \
+				UNROLL for (int i = 0; i < chains; i++) s[i] = _mm256_setzero_si256();                        \
+				UNROLL for (int j = 0; j < 4; j++) {                                                          \
 					int32_t wl, wh;                                                                           \
 					memcpy(&wl, xb + 4 * j, 4);                                                               \
 					memcpy(&wh, xb + 16 + 4 * j, 4);                                                          \
-					s = mac(s, lo[j], _mm256_set1_epi32(wl));                                                 \
-					s = mac(s, hi[j], _mm256_set1_epi32(wh));                                                 \
+					s[j % chains] = mac(s[j % chains], lo[j], _mm256_set1_epi32(wl));                         \
+					s[j % chains] = mac(s[j % chains], hi[j], _mm256_set1_epi32(wh));                         \
 				}                                                                                             \
-				__m256i r = _mm256_add_epi32(widen(s), _mm256_set1_epi32(xc[(size_t)t * nb + b]));           \
+				UNROLL for (int i = 1; i < chains; i++) s[0] = _mm256_add_epi32(s[0], s[i]);                  \
+				__m256i r = _mm256_add_epi32(widen(s[0]), _mm256_set1_epi32(xc[(size_t)t * nb + b]));        \
 				__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xd[(size_t)t * nb + b]));                         \
 				acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(r), d, acc[t]);                                   \
 			}                                                                                                 \
@@ -874,8 +876,8 @@ INLINE A2 __m256i q4x8_widen_avx2(__m256i s) { return _mm256_madd_epi16(s, _mm25
 INLINE A3 __m256i q4x8_mac_vnni(__m256i s, __m256i u, __m256i x) { return _mm256_dpbusd_epi32(s, u, x); }
 INLINE A3 __m256i q4x8_widen_vnni(__m256i s) { return s; }
 
-Q4X8_TILE(q4x8_tile, A2, q4x8_mac_avx2, q4x8_widen_avx2)
-Q4X8_TILE(q4x8_tile_vnni, A3, q4x8_mac_vnni, q4x8_widen_vnni)
+Q4X8_TILE(q4x8_tile, A2, q4x8_mac_avx2, q4x8_widen_avx2, 1)
+Q4X8_TILE(q4x8_tile_vnni, A3, q4x8_mac_vnni, q4x8_widen_vnni, 2)
 
 #define Q4X8_MATMAT(name, attr, tile)                                                                         \
 	attr void name(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,        \
@@ -1785,20 +1787,33 @@ static A5 void matvec_q4k_512(int five, const int8_t *q, const float *xd, const 
 	}
 }
 
-// Q6_K: a half (128 elements) is 64 bytes of low nibbles and 32 of high
-// bit pairs; the low nibbles of its 64 bytes are elements 0-63 in order and
-// the high nibbles 64-127, so the activations need no layout. Each 128-bit
-// lane of a product is one group of 16, whose scale one vpshufb spreads
-// over it from a vector holding, in lane L, the scales of groups L, L+4,
-// L+8 and L+12 (as int32, of which the low int16 is used). The 32 of the
-// stored values comes off in pairs, as in q6k_lanes; those pair sums
-// 32·(qx_2i + qx_2i+1) depend on the token alone and are shared by the rows.
+// The two ways of a product: at AVX-512, vpmaddubsw pairs less the 32·qx
+// pairs c (int16), then the scales by vpmaddwd; with VNNI, vpdpbusd's sums
+// of four on top of c = −32·(sum of the four qx) (int32), then the scale by
+// vpdpwssd, whose int32 lanes hold it in the low int16 and 0 in the high.
+// The sums of four of the stored q−32 times qx fit in int16 (|·| ≤
+// 4·32·127), so the high half of each, its sign, meets the 0. Both leave
+// the same sums of four in the same int32 lanes, so the same bits; VNNI
+// takes two instructions for four.
+INLINE A5 __m512i q6k_mac_512(__m512i a, __m512i u, __m512i x, __m512i c, __m512i sv) {
+	return _mm512_add_epi32(a, _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(u, x), c), sv));
+}
+INLINE A3 __m512i q6k_mac_vnni(__m512i a, __m512i u, __m512i x, __m512i c, __m512i sv) {
+	return _mm512_dpwssd_epi32(a, _mm512_dpbusd_epi32(c, u, x), sv);
+}
+INLINE A5 __m512i q6k_corr_512(__m512i x) { return _mm512_maddubs_epi16(_mm512_set1_epi8(32), x); }
+INLINE A3 __m512i q6k_corr_vnni(__m512i x) {
+	return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), x));
+}
+// The vpshufb controls that spread group scales (int32 lanes of ss, see
+// above) for vector v of a super-block: the int16 twice, or once over 0.
+INLINE A5 __m512i q6k_sctl_512(int v) { return _mm512_set1_epi16((short)((4 * v + 1) << 8 | 4 * v)); }
+INLINE A5 __m512i q6k_sctl_vnni(int v) { return _mm512_set1_epi32((int)(0x80800000u | (unsigned)((4 * v + 1) << 8 | 4 * v))); }
 
-// q6k_decode_rows computes the dots of R rows (R ≤ 4) with activations q,
-// in out[0…R-1].
-INLINE A5 void q6k_decode_rows(int R, const int8_t *q, const float *xd, int nb, const uint8_t *w, size_t rowBytes,
-                               float *out) {
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), m32 = _mm512_set1_epi8(32);
+// q6k_unpack512 rebuilds the stored values (0…63) of 64-element vectors
+// 2h and 2h+1 of super-block p, in the order the activations keep.
+INLINE A5 void q6k_unpack512(const uint8_t *p, int h, __m512i u[2]) {
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
 	// Shift counts for the high bit pairs: elements 0-31 of a half take
 	// bits 0-1 (low nibbles) or 4-5 (high), elements 32-63 bits 2-3 or 6-7.
 	const __m512i sl = _mm512_setr_epi64(4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL,
@@ -1806,63 +1821,76 @@ INLINE A5 void q6k_decode_rows(int R, const int8_t *q, const float *xd, int nb, 
 	                                     2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL);
 	const __m512i sr = _mm512_setr_epi64(0, 0, 0, 0, 2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL,
 	                                     2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL);
-	const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-	__m512i ctl[4];
-	for (int v = 0; v < 4; v++) {
-		ctl[v] = _mm512_set1_epi16((short)((4 * v + 1) << 8 | 4 * v));
-	}
-	__m256 acc[4];
-	for (int r = 0; r < 4; r++) {
-		acc[r] = _mm256_setzero_ps();
-	}
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *blk = w + (size_t)b * 210;
-		const int8_t *xb = q + 256 * b;
-		__m512i x[4], c[4];
-		for (int i = 0; i < 4; i++) {
-			x[i] = _mm512_loadu_si512(xb + 64 * i);
-			c[i] = _mm512_maddubs_epi16(m32, x[i]);
-		}
-		for (int r = 0; r < R; r++) {
-			const uint8_t *p = blk + r * rowBytes;
-			pf_pass(w, rowBytes, 4, b, r, 210);
-			__m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
-			__m512i ss = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, order));
-			__m512i a = _mm512_setzero_si512();
-			__m512i hb = _mm512_loadu_si512(p + 128);
-			for (int h = 0; h < 2; h++) {
-				__m512i ql = _mm512_loadu_si512(p + 64 * h);
-				__m512i qh = h == 0 ? _mm512_shuffle_i64x2(hb, hb, 0x44) : _mm512_shuffle_i64x2(hb, hb, 0xEE);
-				__m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sl), m30));
-				__m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-				                             _mm512_and_si512(_mm512_srlv_epi16(qh, sr), m30));
-				__m512i p0 = _mm512_sub_epi16(_mm512_maddubs_epi16(lo, x[2 * h]), c[2 * h]);
-				__m512i p1 = _mm512_sub_epi16(_mm512_maddubs_epi16(hi, x[2 * h + 1]), c[2 * h + 1]);
-				a = _mm512_add_epi32(a, _mm512_madd_epi16(p0, _mm512_shuffle_epi8(ss, ctl[2 * h])));
-				a = _mm512_add_epi32(a, _mm512_madd_epi16(p1, _mm512_shuffle_epi8(ss, ctl[2 * h + 1])));
-			}
-			acc[r] = lane_fma(f16tab[le16(p + 208)] * xd[b], fold8(a), acc[r]);
-		}
-	}
-	for (int r = 0; r < R; r++) {
-		out[r] = hsum8(acc[r]);
-	}
+	__m512i ql = _mm512_loadu_si512(p + 64 * h);
+	__m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+	u[0] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sl), m30));
+	u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, sr), m30));
 }
 
-static A5 void matvec_q6k_512(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo,
-                              int hi, float *dst) {
-	int nb = k / 256;
-	for (int o = lo; o < hi; o += 4) {
-		int R = hi - o < 4 ? hi - o : 4;
-		const uint8_t *wr = w + (size_t)o * rowBytes;
-		switch (R) {
-		case 1: q6k_decode_rows(1, q, xd, nb, wr, rowBytes, dst + o); break;
-		case 2: q6k_decode_rows(2, q, xd, nb, wr, rowBytes, dst + o); break;
-		case 3: q6k_decode_rows(3, q, xd, nb, wr, rowBytes, dst + o); break;
-		default: q6k_decode_rows(4, q, xd, nb, wr, rowBytes, dst + o); break;
-		}
-	}
+// q6k_scales512 is super-block p's group scales as int32: lane L holds
+// those of groups L, L+4, L+8 and L+12, for vpshufb to spread.
+INLINE A5 __m512i q6k_scales512(const uint8_t *p) {
+	const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 192)), order));
 }
+
+// Q6K_DECODE defines name(R, …), the dots of R rows (R ≤ 4) with
+// activations q, in out[0…R-1], by mac, corr and sctl (see above).
+#define Q6K_DECODE(name, attr, mac, corr, sctl)                                                                    \
+	INLINE attr void name(int R, const int8_t *q, const float *xd, int nb, const uint8_t *w, size_t rowBytes,    \
+	                      float *out) {                                                                          \
+		__m512i ctl[4];                                                                                          \
+		for (int v = 0; v < 4; v++) ctl[v] = sctl(v);                                                            \
+		__m256 acc[4];                                                                                           \
+		for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();                                                \
+		for (int b = 0; b < nb; b++) {                                                                           \
+			const uint8_t *blk = w + (size_t)b * 210;                                                            \
+			const int8_t *xb = q + 256 * b;                                                                      \
+			__m512i x[4], c[4];                                                                                  \
+			for (int i = 0; i < 4; i++) {                                                                        \
+				x[i] = _mm512_loadu_si512(xb + 64 * i);                                                          \
+				c[i] = corr(x[i]);                                                                               \
+			}                                                                                                    \
+			for (int r = 0; r < R; r++) {                                                                        \
+				const uint8_t *p = blk + r * rowBytes;                                                           \
+				pf_pass(w, rowBytes, 4, b, r, 210);                                                              \
+				__m512i ss = q6k_scales512(p), u[4];                                                             \
+				q6k_unpack512(p, 0, u);                                                                          \
+				q6k_unpack512(p, 1, u + 2);                                                                      \
+				__m512i a = _mm512_setzero_si512();                                                              \
+				for (int v = 0; v < 4; v++) a = mac(a, u[v], x[v], c[v], _mm512_shuffle_epi8(ss, ctl[v]));       \
+				acc[r] = lane_fma(f16tab[le16(p + 208)] * xd[b], fold8(a), acc[r]);                              \
+			}                                                                                                    \
+		}                                                                                                        \
+		for (int r = 0; r < R; r++) out[r] = hsum8(acc[r]);                                                      \
+	}
+
+// Q6_K: a half (128 elements) is 64 bytes of low nibbles and 32 of high
+// bit pairs; the low nibbles of its 64 bytes are elements 0-63 in order and
+// the high nibbles 64-127, so the activations need no layout. Each 128-bit
+// lane of a product is one group of 16, whose scale one vpshufb spreads
+// over it (q6k_scales512). The 32 of the stored values comes off as the
+// token's sums of 32·qx (q6k_mac_512), shared by the rows.
+Q6K_DECODE(q6k_decode_rows, A5, q6k_mac_512, q6k_corr_512, q6k_sctl_512)
+Q6K_DECODE(q6k_decode_rows_vnni, A3, q6k_mac_vnni, q6k_corr_vnni, q6k_sctl_vnni)
+
+#define Q6K_MATVEC(name, attr, rows)                                                                               \
+	static attr void name(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo,    \
+	                      int hi, float *dst) {                                                                  \
+		int nb = k / 256;                                                                                        \
+		for (int o = lo; o < hi; o += 4) {                                                                       \
+			int R = hi - o < 4 ? hi - o : 4;                                                                     \
+			const uint8_t *wr = w + (size_t)o * rowBytes;                                                        \
+			switch (R) {                                                                                         \
+			case 1: rows(1, q, xd, nb, wr, rowBytes, dst + o); break;                                            \
+			case 2: rows(2, q, xd, nb, wr, rowBytes, dst + o); break;                                            \
+			case 3: rows(3, q, xd, nb, wr, rowBytes, dst + o); break;                                            \
+			default: rows(4, q, xd, nb, wr, rowBytes, dst + o); break;                                           \
+			}                                                                                                    \
+		}                                                                                                        \
+	}
+Q6K_MATVEC(matvec_q6k_512, A5, q6k_decode_rows)
+Q6K_MATVEC(matvec_q6k_vnni, A3, q6k_decode_rows_vnni)
 
 // Q2_K and Q3_K: the 2-bit values at shift 2j of the two 32-byte halves of
 // qs are elements 32j…32j+31 and 128+32j…128+32j+31, so one 512-bit load
@@ -2084,96 +2112,99 @@ static A5 int matmat_q4k_512(int five, const int8_t *q, const float *xd, const i
 	return 1;
 }
 
-// q6k_tile_tokens is q6k_decode_rows turned around (as q4k_tile_tokens):
-// one row against T tokens (T ≤ 4) at q + t*k, scales dxT[4b + t]; the
-// tokens' pair sums 32·(qx_2i + qx_2i+1) are at c32 + t*k/2.
-INLINE A5 void q6k_tile_tokens(int T, const int8_t *q, const int16_t *c32, int k, const float *dxT, int nb,
-                               const uint8_t *wr, float *out, size_t os) {
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-	const __m512i sl = _mm512_setr_epi64(4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL,
-	                                     4 * 0x0001000100010001LL, 2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL,
-	                                     2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL);
-	const __m512i sr = _mm512_setr_epi64(0, 0, 0, 0, 2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL,
-	                                     2 * 0x0001000100010001LL, 2 * 0x0001000100010001LL);
-	const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-	__m256 acc[4];
-	for (int t = 0; t < 4; t++) {
-		acc[t] = _mm256_setzero_ps();
+// Q6K_TILE defines name(R, T, …), q6k_decode_rows turned around (as
+// q4k_tile_tokens): R rows (R ≤ 2, rowBytes apart) against T tokens (T ≤
+// 4) at q + t*k, scales dxT[4b + t], whose corrections (corr) are at
+// c + t*k bytes; out[t*os + r]. Two rows share each load of the tokens,
+// which with four tokens were as many loads as there were products.
+#define Q6K_TILE(name, attr, mac, sctl)                                                                            \
+	INLINE attr void name(int R, int T, const int8_t *q, const uint8_t *c, int k, const float *dxT, int nb,      \
+	                      const uint8_t *wr, size_t rowBytes, float *out, size_t os) {                           \
+		__m256 acc[2][4];                                                                                        \
+		UNROLL for (int r = 0; r < 2; r++) UNROLL for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps();  \
+		for (int b = 0; b < nb; b++) {                                                                           \
+			const uint8_t *p[2] = {wr + (size_t)b * 210, wr + rowBytes + (size_t)b * 210};                       \
+			__m512i ss[2], a[2][4];                                                                              \
+			UNROLL for (int r = 0; r < R; r++) {                                                                 \
+				pf_pass(wr, rowBytes, 2, b, r, 210);                                                             \
+				ss[r] = q6k_scales512(p[r]);                                                                     \
+				UNROLL for (int t = 0; t < 4; t++) a[r][t] = _mm512_setzero_si512();                             \
+			}                                                                                                    \
+			UNROLL for (int h = 0; h < 2; h++) {                                                                 \
+				__m512i u[2][2];                                                                                 \
+				UNROLL for (int r = 0; r < R; r++) q6k_unpack512(p[r], h, u[r]);                                 \
+				UNROLL for (int j = 0; j < 2; j++) {                                                             \
+					int v = 2 * h + j;                                                                           \
+					__m512i sv[2];                                                                               \
+					UNROLL for (int r = 0; r < R; r++) sv[r] = _mm512_shuffle_epi8(ss[r], sctl(v));              \
+					UNROLL for (int t = 0; t < T; t++) {                                                         \
+						__m512i x = _mm512_loadu_si512(q + (size_t)t * k + 256 * b + 64 * v);                    \
+						__m512i cv = _mm512_loadu_si512(c + (size_t)t * k + 256 * b + 64 * v);                   \
+						UNROLL for (int r = 0; r < R; r++) a[r][t] = mac(a[r][t], u[r][j], x, cv, sv[r]);       \
+					}                                                                                            \
+				}                                                                                                \
+			}                                                                                                    \
+			UNROLL for (int r = 0; r < R; r++) {                                                                 \
+				float dw = f16tab[le16(p[r] + 208)];                                                             \
+				UNROLL for (int t = 0; t < T; t++) acc[r][t] = lane_fma(dw * dxT[4 * b + t], fold8(a[r][t]), acc[r][t]); \
+			}                                                                                                    \
+		}                                                                                                        \
+		UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) out[t * os + r] = hsum8(acc[r][t]); \
 	}
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *p = wr + (size_t)b * 210;
-		__m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
-		__m512i ss = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, order));
-		__m512i sv[4], u[4];
-		for (int v = 0; v < 4; v++) {
-			sv[v] = _mm512_shuffle_epi8(ss, _mm512_set1_epi16((short)((4 * v + 1) << 8 | 4 * v)));
-		}
-		__m512i hb = _mm512_loadu_si512(p + 128);
-		for (int h = 0; h < 2; h++) {
-			__m512i ql = _mm512_loadu_si512(p + 64 * h);
-			__m512i qh = h == 0 ? _mm512_shuffle_i64x2(hb, hb, 0x44) : _mm512_shuffle_i64x2(hb, hb, 0xEE);
-			u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sl), m30));
-			u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-			                               _mm512_and_si512(_mm512_srlv_epi16(qh, sr), m30));
-		}
-		float dw = f16tab[le16(p + 208)];
-		for (int t = 0; t < T; t++) {
-			const int8_t *xb = q + (size_t)t * k + 256 * b;
-			const int16_t *cb = c32 + (size_t)t * (k / 2) + 128 * b;
-			__m512i a = _mm512_setzero_si512();
-			for (int v = 0; v < 4; v++) {
-				__m512i pr = _mm512_sub_epi16(_mm512_maddubs_epi16(u[v], _mm512_loadu_si512(xb + 64 * v)),
-				                              _mm512_loadu_si512(cb + 32 * v));
-				a = _mm512_add_epi32(a, _mm512_madd_epi16(pr, sv[v]));
-			}
-			acc[t] = lane_fma(dw * dxT[4 * b + t], fold8(a), acc[t]);
-		}
-	}
-	for (int t = 0; t < T; t++) {
-		out[t * os] = hsum8(acc[t]);
-	}
-}
+Q6K_TILE(q6k_tile_tokens, A5, q6k_mac_512, q6k_sctl_512)
+Q6K_TILE(q6k_tile_tokens_vnni, A3, q6k_mac_vnni, q6k_sctl_vnni)
 
-// matmat_q6k_512 runs q6k_tile_tokens over tiles of 4 tokens (see
-// matmat_q4k_512), computing each tile's pair sums of 32·qx once.
-static A5 int matmat_q6k_512(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,
-                             int lo, int hi, float *dst, int m) {
-	int nb = k / 256;
-	size_t cn = (size_t)4 * k * 2, dn = (size_t)16 * nb;
-	uint8_t *buf = aligned_alloc(64, (cn + dn + 63) / 64 * 64);
-	if (buf == NULL) {
-		return 0;
+// Q6K_PANEL is how many tokens a pass over the rows serves, in tiles of
+// four: a few sequences decoding together then read each row from memory
+// once, and its block stays in L1 from one tile to the next.
+#define Q6K_PANEL 16
+
+// Q6K_MATMAT defines name, which runs tile over panels of tokens,
+// computing each token's corrections once.
+#define Q6K_MATMAT(name, attr, tile, corr)                                                                         \
+	static attr int name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,      \
+	                     int lo, int hi, float *dst, int m) {                                                    \
+		int nb = k / 256;                                                                                        \
+		size_t cn = (size_t)Q6K_PANEL * k, dn = (size_t)Q6K_PANEL * 4 * nb;                                      \
+		uint8_t *buf = aligned_alloc(64, cn + (dn + 15) / 16 * 64);                                              \
+		if (buf == NULL) return 0;                                                                               \
+		uint8_t *c = buf;                                                                                        \
+		float *dxT = (float *)(buf + cn);                                                                        \
+		for (int p0 = 0; p0 < n; p0 += Q6K_PANEL) {                                                              \
+			int P = n - p0 < Q6K_PANEL ? n - p0 : Q6K_PANEL;                                                     \
+			memset(dxT, 0, dn);                                                                                  \
+			for (int t = 0; t < P; t++) {                                                                        \
+				const int8_t *qt = q + (size_t)(p0 + t) * k;                                                     \
+				for (int i = 0; i < k; i += 64)                                                                  \
+					_mm512_storeu_si512(c + (size_t)t * k + i, corr(_mm512_loadu_si512(qt + i)));                \
+				for (int b = 0; b < nb; b++) dxT[(t / 4 * nb + b) * 4 + t % 4] = xd[(size_t)(p0 + t) * nb + b];  \
+			}                                                                                                    \
+			for (int o = lo; o < hi; o += 2) {                                                                  \
+				const uint8_t *wr = w + (size_t)o * rowBytes;                                                    \
+				int R = hi - o < 2 ? 1 : 2;                                                                      \
+				for (int t0 = 0; t0 < P; t0 += 4) {                                                              \
+					const int8_t *qt = q + (size_t)(p0 + t0) * k;                                                \
+					const uint8_t *ct = c + (size_t)t0 * k;                                                      \
+					const float *dt = dxT + (size_t)t0 * nb;                                                     \
+					float *d = dst + (size_t)(p0 + t0) * m + o;                                                  \
+					switch (R * 8 + (P - t0 < 4 ? P - t0 : 4)) {                                                 \
+					case 9: tile(1, 1, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                            \
+					case 10: tile(1, 2, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					case 11: tile(1, 3, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					case 12: tile(1, 4, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					case 17: tile(2, 1, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					case 18: tile(2, 2, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					case 19: tile(2, 3, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					default: tile(2, 4, qt, ct, k, dt, nb, wr, rowBytes, d, m); break;                           \
+					}                                                                                            \
+				}                                                                                                \
+			}                                                                                                    \
+		}                                                                                                        \
+		free(buf);                                                                                               \
+		return 1;                                                                                                \
 	}
-	int16_t *c32 = (int16_t *)buf;
-	float *dxT = (float *)(buf + cn);
-	for (int t0 = 0; t0 < n; t0 += 4) {
-		int T = n - t0 < 4 ? n - t0 : 4;
-		memset(dxT, 0, dn);
-		for (int t = 0; t < T; t++) {
-			const int8_t *qt = q + (size_t)(t0 + t) * k;
-			for (int i = 0; i < k; i += 64) {
-				_mm512_storeu_si512(c32 + (size_t)t * (k / 2) + i / 2,
-				                    _mm512_maddubs_epi16(_mm512_set1_epi8(32), _mm512_loadu_si512(qt + i)));
-			}
-			for (int b = 0; b < nb; b++) {
-				dxT[4 * b + t] = xd[(size_t)(t0 + t) * nb + b];
-			}
-		}
-		const int8_t *qt = q + (size_t)t0 * k;
-		for (int o = lo; o < hi; o++) {
-			const uint8_t *wr = w + (size_t)o * rowBytes;
-			float *d = dst + (size_t)t0 * m + o;
-			switch (T) {
-			case 1: q6k_tile_tokens(1, qt, c32, k, dxT, nb, wr, d, m); break;
-			case 2: q6k_tile_tokens(2, qt, c32, k, dxT, nb, wr, d, m); break;
-			case 3: q6k_tile_tokens(3, qt, c32, k, dxT, nb, wr, d, m); break;
-			default: q6k_tile_tokens(4, qt, c32, k, dxT, nb, wr, d, m); break;
-			}
-		}
-	}
-	free(buf);
-	return 1;
-}
+Q6K_MATMAT(matmat_q6k_512, A5, q6k_tile_tokens, q6k_corr_512)
+Q6K_MATMAT(matmat_q6k_vnni, A3, q6k_tile_tokens_vnni, q6k_corr_vnni)
 
 // q23k_tile_tokens is q23k_decode_rows turned around (as q4k_tile_tokens):
 // one row against T tokens (T ≤ 4) laid out at xr + t*k, group sums
@@ -2679,9 +2710,12 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 		}
 		break;
 	case T_Q6_K:
-		if (level >= 2 && n == 1) {
+		if (level >= 3 && n == 1) {
+			matvec_q6k_vnni(q, d, k, w, rowBytes, lo, hi, dst);
+		} else if (level >= 2 && n == 1) {
 			matvec_q6k_512(q, d, k, w, rowBytes, lo, hi, dst);
-		} else if (!(level >= 2 && matmat_q6k_512(q, d, n, k, w, rowBytes, lo, hi, dst, m))) {
+		} else if (!((level >= 3 && matmat_q6k_vnni(q, d, n, k, w, rowBytes, lo, hi, dst, m)) ||
+		             (level == 2 && matmat_q6k_512(q, d, n, k, w, rowBytes, lo, hi, dst, m)))) {
 			matmat_kq_avx2(type, q, d, bs, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
