@@ -72,10 +72,6 @@ int glint_simd_level(void) {
 #define S_TINY8 2
 #define S_TINY16 3
 
-// PF_DIST is how far ahead of each row the decode kernels prefetch: the
-// hardware prefetchers alone left a single thread short of memory's speed.
-#define PF_DIST 4096
-
 // pf_pass serves kernels that read R rows together, block by block (bb
 // bytes each, row r's block b at w + r·rowBytes + b·bb), by prefetching the
 // next pass, the R rows that follow. Short rows are too short a stream each
@@ -185,7 +181,11 @@ INLINE A2 float finish(int order, int type, const __m256 *a, const float *x, con
 }
 
 // vec_rows is R outputs of ggml_vec_dot_* (NA 8-lane accumulators each:
-// W = 8·NA lanes) for one token x, rows at w, rowBytes apart.
+// W = 8·NA lanes) for one token x, rows at w, rowBytes apart. It asks for
+// no prefetch: the weights sit in 2 MiB pages (weights.go), which Zen 4's
+// hardware prefetchers alone streamed faster than with a prefetch 4 KiB
+// ahead of each row (F16 8192×2048 from memory, one thread: 24 → 29 GB/s;
+// the 1B F16 file's decode at the AVX2 level 92 → 78 ms a token).
 INLINE A2 void vec_rows(int R, int NA, int order, int type, const float *x, int k, const uint8_t *w,
                         size_t rowBytes, float *dst) {
 	size_t es = type == T_F32 ? 4 : 2;
@@ -200,9 +200,6 @@ INLINE A2 void vec_rows(int R, int NA, int order, int type, const float *x, int 
 		UNROLL
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
-			for (size_t l = 0; l < (size_t)W * es; l += 64) {
-				_mm_prefetch((const char *)(p + PF_DIST + l), _MM_HINT_T0);
-			}
 			UNROLL
 			for (int j = 0; j < NA; j++) {
 				a[r][j] = _mm256_fmadd_ps(wide8u(type, p + 8 * es * (size_t)j), _mm256_loadu_ps(x + i + 8 * j), a[r][j]);
@@ -215,11 +212,17 @@ INLINE A2 void vec_rows(int R, int NA, int order, int type, const float *x, int 
 	}
 }
 
+// VEC_ROWS is the shortest row that vec_dot_rows reads several at a time,
+// as VEC16_ROWS for vec_dot_rows16 (F16 8192×2048 at the AVX2 level, one
+// thread: 15 GB/s three rows at a time, 25 one at a time).
+#define VEC_ROWS 8192
+
 // vec_dot_rows runs vec_rows over rows lo…hi-1 of every token: R rows at a
 // time share each load of the activations.
 INLINE A2 void vec_dot_rows(int NA, int order, int type, const float *x, int n, int k, const uint8_t *w,
                             size_t rowBytes, int lo, int hi, float *dst, int m) {
-	const int R = NA == 4 ? 3 : 1;
+	// Short rows stream best one at a time (see VEC16_ROWS).
+	const int R = NA == 4 && rowBytes >= VEC_ROWS ? 3 : 1;
 	for (int t = 0; t < n; t++) {
 		const float *xt = x + (size_t)t * k;
 		float *dt = dst + (size_t)t * m;
@@ -434,9 +437,6 @@ INLINE A5 void vec_rows16(int R, int type, const float *x, int k, const uint8_t 
 		UNROLL
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = w + r * rowBytes + es * (size_t)i;
-			for (size_t l = 0; l < 64 * es; l += 64) {
-				_mm_prefetch((const char *)(p + PF_DIST + l), _MM_HINT_T0);
-			}
 			UNROLL
 			for (int j = 0; j < 4; j++) a[r][j] = _mm512_fmadd_ps(wide16u(type, p + 16 * es * (size_t)j), xv[j], a[r][j]);
 		}
