@@ -1075,22 +1075,26 @@ INLINE A2 __m256 lane_fma(float d, __m256i is, __m256 acc) {
 		int nb = k / 32, nbl = pairs ? nb & ~1 : nb;                                                          \
 		for (int b = 0; b < nbl; b++) {                                                                       \
 			float dw[4], mw[4];                                                                               \
+			__m256 vw[4];                                                                                     \
 			for (int r = 0; r < R; r++) {                                                                     \
 				const uint8_t *p = w + r * rowBytes + (size_t)b * bb;                                         \
 				if (pf) pf_pass(w, rowBytes, pf, b, r, bb);                                                    \
 				dw[r] = f16tab[le16(p)];                                                                      \
+				vw[r] = _mm256_set1_ps(dw[r]);                                                                \
 				mw[r] = mn ? f16tab[le16(p + 2)] : 0;                                                         \
 			}                                                                                                 \
 			for (int t = 0; t < T; t++) {                                                                     \
 				__m256i xv = _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b));               \
 				__m256i c = usec ? corr(xv) : _mm256_setzero_si256();                                         \
 				float dx = xd[(size_t)t * nb + b], sx = mn ? xs[(size_t)t * nb + b] : 0;                      \
+				__m256 vx = _mm256_set1_ps(dx);                                                               \
 				for (int r = 0; r < R; r++) {                                                                 \
 					__m256i dp = bdot(c, w + r * rowBytes + (size_t)b * bb, xv);                              \
 					if (pairs && b % 2 == 1) {                                                                \
 						acc2[r] = lane_fma(dw[r] * dx, dp, acc2[r]);                                          \
 					} else {                                                                                  \
-						acc[4 * r + t] = lane_fma(dw[r] * dx, dp, acc[4 * r + t]);                            \
+						acc[4 * r + t] = _mm256_fmadd_ps(_mm256_mul_ps(vw[r], vx), _mm256_cvtepi32_ps(dp),   \
+						                                 acc[4 * r + t]);                                     \
 					}                                                                                         \
 					if (mn) summs[4 * r + t] = fma1(mw[r], sx, summs[4 * r + t]);                             \
 				}                                                                                             \
