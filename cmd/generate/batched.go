@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/engine"
 )
 
@@ -24,11 +25,12 @@ func batchedBenchCommand() *cli.Command {
 		&cli.IntFlag{Name: "n-gen", Aliases: []string{"ntg"}, Value: 32, Usage: "tokens each sequence generates"},
 		&cli.IntFlag{Name: "runs", Value: 3, Usage: "runs of every count, alternated (medians are shown)"},
 		&cli.StringFlag{Name: "kv-layout", Value: "unified", Usage: "unified or per-stream"},
+		&cli.BoolFlag{Name: "profile", Usage: "also time each op kind per decode step, in one more run of every count (ops synchronised one by one)"},
 	)
 	return &cli.Command{
 		Name:  "batched-bench",
 		Usage: "aggregate decode speed of 1, 2, 4, 8 sequences decoding together (a benchmark, llama-batched-bench's idea)",
-		UsageText: "generate batched-bench -m MODEL [-t 2] [--npl 1,2,4,8] [--npp 16] [--ntg 32] [--runs 3] [--kv-layout unified]\n\n" +
+		UsageText: "generate batched-bench -m MODEL [-t 2] [--npl 1,2,4,8] [--npp 16] [--ntg 32] [--runs 3] [--kv-layout unified] [--profile]\n\n" +
 			"The model is loaded once with as many sequences as the largest count. For each count N, N sessions\n" +
 			"prefill their own prompt, then each generates --ntg tokens greedily from its own goroutine; the\n" +
 			"engine's scheduler puts their steps into shared batches. The decode time runs from the first\n" +
@@ -57,6 +59,14 @@ func runBatchedBench(c *cli.Context) error {
 	}
 	o := loadOpts(c)
 	o.Seqs, o.KVLayout = slices.Max(counts), c.String("kv-layout")
+	var prof *backend.ProfiledBackend
+	if c.Bool("profile") {
+		o.Wrap = func(b backend.Backend) backend.Backend {
+			prof = backend.Profiled(b)
+			prof.SetEnabled(false)
+			return prof
+		}
+	}
 	m, err := openModel(o, c.String("model"), false)
 	if err != nil {
 		return err
@@ -73,7 +83,7 @@ func runBatchedBench(c *cli.Context) error {
 			if r%2 == 1 { // alternate the order, so that drift favours none
 				i = len(counts) - 1 - k
 			}
-			d, err := decodeTogether(m, counts[i], npp, ntg)
+			d, err := decodeTogether(m, counts[i], npp, ntg, nil)
 			if err != nil {
 				return err
 			}
@@ -95,13 +105,45 @@ func runBatchedBench(c *cli.Context) error {
 		fmt.Fprintf(tw, "%d\t%.1f\t%.2f\t%.1f\t%.2f×\t\n", n, float64(med.Microseconds())/1000,
 			float64(med.Microseconds())/1000/float64(steps), tps, tps/one)
 	}
+	if err := tw.Flush(); err != nil || prof == nil {
+		return err
+	}
+	return profileSteps(m, prof, counts, npp, ntg)
+}
+
+// profileSteps runs every count once more with prof timing the decode's
+// ops, and prints their milliseconds per decode step by kind.
+func profileSteps(m *glint.Model, prof *backend.ProfiledBackend, counts []int, npp, ntg int) error {
+	fmt.Println("\nms per decode step by op (one more run each; ops synchronised one by one):")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "sequences\t")
+	for _, k := range backend.OpKinds {
+		fmt.Fprintf(tw, "%s\t", k)
+	}
+	fmt.Fprintln(tw, "total\t")
+	for _, n := range counts {
+		_, err := decodeTogether(m, n, npp, ntg, func() { prof.Reset(); prof.SetEnabled(true) })
+		prof.SetEnabled(false)
+		if err != nil {
+			return err
+		}
+		p, steps := prof.Profile(), float64(ntg-1)
+		var total time.Duration
+		fmt.Fprintf(tw, "%d\t", n)
+		for _, k := range backend.OpKinds {
+			total += p[k]
+			fmt.Fprintf(tw, "%.2f\t", float64(p[k].Microseconds())/1000/steps)
+		}
+		fmt.Fprintf(tw, "%.2f\t\n", float64(total.Microseconds())/1000/steps)
+	}
 	return tw.Flush()
 }
 
 // decodeTogether opens n sessions, prefills each with its own prompt of npp
 // tokens, then has each generate ntg tokens greedily from its own goroutine,
 // and returns the time from the start of decoding to the last token.
-func decodeTogether(m *glint.Model, n, npp, ntg int) (time.Duration, error) {
+// started, if not nil, is called between the prefills and the decoding.
+func decodeTogether(m *glint.Model, n, npp, ntg int, started func()) (time.Duration, error) {
 	ctx := context.Background()
 	sessions := make([]*engine.Session, n)
 	defer func() {
@@ -127,6 +169,9 @@ func decodeTogether(m *glint.Model, n, npp, ntg int) (time.Duration, error) {
 		wg.Go(func() { errs[i] = s.Prefill(ctx, prompt) })
 	}
 	wg.Wait()
+	if started != nil {
+		started()
+	}
 	start := time.Now()
 	for i, s := range sessions {
 		wg.Go(func() {
