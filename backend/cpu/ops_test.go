@@ -534,3 +534,32 @@ func runRoPE(t *testing.T, l simdLevel, x []float32, pos []int32, freqs []float3
 	}
 	return got
 }
+
+// TestArgmaxSpecials checks argmax against the plain first-largest loop on
+// rows with NaNs, infinities, signed zeros and ties at every offset of its
+// four running maxima.
+func TestArgmaxSpecials(t *testing.T) {
+	naive := func(row []float32) int {
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		return best
+	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	specials := []float32{nan, inf, -inf, 0, float32(math.Copysign(0, -1)), 1, -1, 3}
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, cols := range []int{1, 2, 3, 4, 5, 7, 8, 9, 33} {
+		for range 500 {
+			row := make([]float32, cols)
+			for j := range row {
+				row[j] = specials[rng.IntN(len(specials))]
+			}
+			if got, want := argmax(row), naive(row); got != want {
+				t.Fatalf("argmax(%v) = %d, want %d", row, got, want)
+			}
+		}
+	}
+}
