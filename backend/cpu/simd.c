@@ -293,10 +293,19 @@ INLINE A2 void tiny_rows(int NA, int order, int type, const float *x, int n, int
 				}
 			}
 		}
-		for (; t < n; t++) {
-			for (int r = 0; r < rm; r++) {
-				tiny_tile(1, 1, NA, order, type, x + (size_t)t * k, k, wo + r * rowBytes, rowBytes,
-				          d + (size_t)t * m + r, m);
+		// The last tokens, fewer than RN, in one narrower tile: token by
+		// token, each row's weights took two loads per multiply-add.
+		int R = rm == RM ? RM : 1;
+		for (int r = 0; t < n && r < rm; r += R) {
+			const float *xt = x + (size_t)t * k;
+			float *dt = d + (size_t)t * m + r;
+			switch (R * 8 + n - t) {
+			case 9: tiny_tile(1, 1, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt, m); break;
+			case 10: tiny_tile(1, 2, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt, m); break;
+			case 17: tiny_tile(2, 1, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt, m); break;
+			case 18: tiny_tile(2, 2, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt, m); break;
+			case 33: tiny_tile(4, 1, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt, m); break;
+			default: tiny_tile(4, 2, NA, order, type, xt, k, wo + r * rowBytes, rowBytes, dt, m); break;
 			}
 		}
 	}
@@ -405,15 +414,24 @@ INLINE A5 void tiny_rows16(int type, const float *x, int n, int k, const uint8_t
 				}
 			}
 		}
-		for (; t < n; t++) {
+		// The last tokens, fewer than RN, in one narrower tile (see
+		// tiny_rows).
+		int R = rm == RM ? RM : 1;
+		for (int r = 0; t < n && r < rm; r += R) {
 			const float *xt = x + (size_t)t * k;
-			float *dt = d + (size_t)t * m;
-			if (rm == RM) {
-				tiny_tile16(RM, 1, type, xt, k, wo, rowBytes, dt, m);
-			} else {
-				for (int r = 0; r < rm; r++) {
-					tiny_tile16(1, 1, type, xt, k, wo + r * rowBytes, rowBytes, dt + r, m);
-				}
+			const uint8_t *wr = wo + r * rowBytes;
+			float *dt = d + (size_t)t * m + r;
+			switch (R * 8 + n - t) {
+			case 9: tiny_tile16(1, 1, type, xt, k, wr, rowBytes, dt, m); break;
+			case 10: tiny_tile16(1, 2, type, xt, k, wr, rowBytes, dt, m); break;
+			case 11: tiny_tile16(1, 3, type, xt, k, wr, rowBytes, dt, m); break;
+			case 12: tiny_tile16(1, 4, type, xt, k, wr, rowBytes, dt, m); break;
+			case 13: tiny_tile16(1, 5, type, xt, k, wr, rowBytes, dt, m); break;
+			case 33: tiny_tile16(4, 1, type, xt, k, wr, rowBytes, dt, m); break;
+			case 34: tiny_tile16(4, 2, type, xt, k, wr, rowBytes, dt, m); break;
+			case 35: tiny_tile16(4, 3, type, xt, k, wr, rowBytes, dt, m); break;
+			case 36: tiny_tile16(4, 4, type, xt, k, wr, rowBytes, dt, m); break;
+			default: tiny_tile16(4, 5, type, xt, k, wr, rowBytes, dt, m); break;
 			}
 		}
 	}
