@@ -46,7 +46,7 @@ func (b *Backend) LayerNorm(dst, x, w, bias backend.Tensor, n int, eps float32) 
 	}
 	t := &b.pool.task
 	*t = task{kind: kLayerNorm, total: n, grain: max(1, minElemsPerTask/cols), dst: d.f32, x: xt.f32, y: wt.f32, z: bv, k: cols, eps: eps}
-	b.pool.exec()
+	b.pool.run()
 }
 
 func layerNormRows(t *task, lo, hi int) {
@@ -104,7 +104,7 @@ func (b *Backend) GELU(dst, x backend.Tensor, n int) {
 func (b *Backend) runGELU(dst, x, up []float32, total int) {
 	t := &b.pool.task
 	*t = task{kind: kGELUMul, total: total, grain: max(minElemsPerTask, b.grainFor(total)), dst: dst, x: x, y: up}
-	b.pool.exec()
+	b.pool.run()
 }
 
 // geluMulRange is ggml_vec_gelu_f32 (the F16 table: ggmlmath.GELU), then,

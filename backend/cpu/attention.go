@@ -113,7 +113,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	if vt.dt == dtype.F16 {
 		t.vh = halfs(vt)
 	}
-	b.pool.exec()
+	b.pool.run()
 }
 
 // cacheTensor resolves a K or V cache, which is F32 or F16.

@@ -103,7 +103,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	case t.simd > simdOff && n > 1:
 		t.grain = (t.grain + 31) / 32 * 32
 	}
-	b.pool.exec()
+	b.pool.run()
 }
 
 // quantize rounds the first n rows of x to the activation type of weight
@@ -124,7 +124,7 @@ func (b *Backend) quantize(x *Tensor, wt dtype.Type, n, k int) *acts {
 	if n == 1 {
 		quantizeRows(t, 0, 1) // not worth waking a thread
 	} else {
-		b.pool.exec()
+		b.pool.run()
 	}
 	b.actKey = key
 	b.quantized++

@@ -86,7 +86,7 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	rows := n * (cols / k)
 	t := &b.pool.task
 	*t = task{kind: kRMSNorm, total: rows, grain: max(1, minElemsPerTask/k), dst: d.f32, x: xt.f32, y: wt.f32, k: k, eps: eps}
-	b.pool.exec()
+	b.pool.run()
 }
 
 func rmsNormRows(t *task, lo, hi int) {
@@ -192,7 +192,7 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 		grain = max(minSIMDElemsPerTask, grain)
 	}
 	*t = task{kind: kSiLUMul, total: total, grain: grain, dst: d.f32, x: g.f32, y: u.f32, k: cols, simd: b.simd}
-	b.pool.exec()
+	b.pool.run()
 }
 
 // siluMulRange computes elements lo…hi-1 of SiLUMul as ggml_vec_silu_f32
@@ -340,7 +340,7 @@ func (b *Backend) Softmax(x backend.Tensor, n int) {
 	cols := backend.Cols(xt)
 	t := &b.pool.task
 	*t = task{kind: kSoftmax, total: n, grain: max(1, minElemsPerTask/cols), x: xt.f32, k: cols}
-	b.pool.exec()
+	b.pool.run()
 }
 
 func softmaxRows(t *task, lo, hi int) {

@@ -47,7 +47,7 @@ func (b *Backend) ownWeight(t *Tensor) error {
 	} else {
 		b.pool.task = task{kind: kCopyBytes, total: n, grain: hugePage, w: t.data, out: out}
 	}
-	b.pool.exec()
+	b.pool.run()
 	t.data = out
 	return nil
 }
