@@ -2188,7 +2188,7 @@ Q6K_TILE(q6k_tile_tokens_vnni, A3, q6k_mac_vnni, q6k_sctl_vnni)
 	                     int lo, int hi, float *dst, int m) {                                                    \
 		int nb = k / 256;                                                                                        \
 		size_t cn = (size_t)Q6K_PANEL * k, dn = (size_t)Q6K_PANEL * 4 * nb;                                      \
-		uint8_t *buf = aligned_alloc(64, cn + (dn + 15) / 16 * 64);                                              \
+		uint8_t *buf = aligned_alloc(64, cn + (dn + 63) / 64 * 64);                                              \
 		if (buf == NULL) return 0;                                                                               \
 		uint8_t *c = buf;                                                                                        \
 		float *dxT = (float *)(buf + cn);                                                                        \
