@@ -88,12 +88,13 @@ type scratch struct {
 var _ backend.Backend = (*Backend)(nil)
 
 // New starts a backend with the given number of threads (threads <= 0 means
-// runtime.NumCPU()). The calling goroutine is one of them: threads-1 worker
-// goroutines are started here and live until Close.
+// runtime.NumCPU(); at most maxThreads). The calling goroutine is one of
+// them: threads-1 worker goroutines are started here and live until Close.
 func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
+	threads = min(threads, maxThreads)
 	b := &Backend{
 		threads: threads,
 		simd:    defaultSIMD,

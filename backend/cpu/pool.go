@@ -1,8 +1,9 @@
 package cpu
 
 import (
-	"sync"
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/glint-llm/glint/dtype"
 )
@@ -61,34 +62,120 @@ type task struct {
 
 // pool runs a task on the caller plus threads-1 persistent goroutines. A
 // Backend issues one op at a time, so one task slot suffices.
+//
+// A decode step is a few hundred ops, most a few tens of microseconds long.
+// A goroutine parked between them (a futex sleep) takes about 10 µs to wake
+// on the 2-vCPU VMs here, a millisecond of a 1B Q4_0 token. So, where each
+// thread has a CPU of its own, the helpers poll the run word for a while
+// before they park, as llama.cpp's threads do, and the caller polls the
+// pending count before it parks; otherwise polling would take the CPU from
+// the very thread it waits for.
+//
+// Every wait is a loop over the word it waits on, so a wake-up that comes
+// late (one owed by an earlier run) costs a turn of the loop and never ends
+// a wait early. A parker's token is owed exactly when its asleep flag is
+// cleared by someone else, and the sleeper takes it before it sets the flag
+// again, so a buffer of one never fills.
 type pool struct {
-	b     *Backend
-	task  task
-	wake  []chan struct{}
-	done  sync.WaitGroup
-	alive bool
+	b    *Backend
+	task task
+	// word is the run's number (high bits) and how many helpers (ids 1…)
+	// take part (low runBits): one word, so a helper reads both together
+	// and one outside the run never touches the task the next run rewrites.
+	word atomic.Uint64
+	// pending counts the run's helpers that have not finished it.
+	pending atomic.Int64
+	quit    atomic.Bool
+	caller  parker
+	helpers []parker
+	spin    time.Duration
+	alive   bool
 }
+
+// parker is a goroutine's parking place.
+type parker struct {
+	// asleep is set while its goroutine parks (or is about to); whoever
+	// clears it owes that goroutine a token on wake.
+	asleep atomic.Bool
+	wake   chan struct{}
+	_      [64]byte // keeps the flags on cache lines of their own
+}
+
+// spinFor is how long a waiting goroutine polls before it parks: longer
+// than the gaps between a step's ops, shorter than anyone notices as load.
+const spinFor = 200 * time.Microsecond
+
+// runBits holds a run's helper count in pool.word.
+const runBits = 16
+
+// maxThreads is the most threads a backend runs on (New).
+const maxThreads = 1 << (runBits - 1)
 
 func (p *pool) start(b *Backend, threads int) {
 	p.b = b
 	p.alive = true
-	p.wake = make([]chan struct{}, threads-1)
-	for i := range p.wake {
-		p.wake[i] = make(chan struct{})
-		go p.worker(i+1, p.wake[i])
+	if threads <= runtime.GOMAXPROCS(0) {
+		p.spin = spinFor
+	}
+	p.caller.wake = make(chan struct{}, 1)
+	p.helpers = make([]parker, threads-1)
+	for i := range p.helpers {
+		p.helpers[i].wake = make(chan struct{}, 1)
+		go p.worker(i + 1)
 	}
 }
 
-func (p *pool) worker(id int, wake chan struct{}) {
-	for range wake {
+func (p *pool) worker(id int) {
+	h := &p.helpers[id-1]
+	var seen uint64
+	for {
+		p.wait(h, func() bool { return p.word.Load() != seen })
+		seen = p.word.Load()
+		if p.quit.Load() {
+			return
+		}
+		if id > int(seen&(1<<runBits-1)) {
+			continue // not part of this run
+		}
 		p.b.work(&p.task, id)
-		p.done.Done()
+		if p.pending.Add(-1) == 0 {
+			p.caller.notify()
+		}
 	}
 }
 
-// run executes the current task on every thread and waits for it. The
-// channel send orders the task's fields before the workers read them;
-// WaitGroup.Wait orders their results before the caller's next op.
+// wait returns once ready does: at first by polling it, then parked.
+func (p *pool) wait(w *parker, ready func() bool) {
+	if p.spin > 0 {
+		deadline := time.Now().Add(p.spin)
+		for i := 1; !ready(); i++ {
+			if i%256 == 0 {
+				if time.Now().After(deadline) {
+					break
+				}
+				runtime.Gosched() // whatever else wants this CPU, briefly
+			}
+		}
+	}
+	for !ready() {
+		w.asleep.Store(true)
+		if ready() && w.asleep.CompareAndSwap(true, false) {
+			return // nobody cleared the flag, so nobody owes a token
+		}
+		<-w.wake
+	}
+}
+
+// notify wakes w's goroutine if it parks, or is about to.
+func (w *parker) notify() {
+	if w.asleep.CompareAndSwap(true, false) {
+		w.wake <- struct{}{}
+	}
+}
+
+// run executes the current task on every thread and waits for it. The run
+// word orders the task's fields before the helpers read them; the pending
+// count orders their results before the caller's next op.
 func (p *pool) run() {
 	t := &p.task
 	t.next.Store(0)
@@ -96,13 +183,18 @@ func (p *pool) run() {
 		t.grain = 1
 	}
 	// Waking threads that would find nothing to do only costs latency.
-	helpers := min(len(p.wake), t.claims()-1)
-	p.done.Add(helpers)
-	for i := range helpers {
-		p.wake[i] <- struct{}{}
+	helpers := min(len(p.helpers), t.claims()-1)
+	if helpers > 0 {
+		p.pending.Store(int64(helpers))
+		p.word.Store((p.word.Load()>>runBits+1)<<runBits | uint64(helpers))
+		for i := range helpers {
+			p.helpers[i].notify()
+		}
 	}
 	p.b.work(t, 0)
-	p.done.Wait()
+	if helpers > 0 {
+		p.wait(&p.caller, func() bool { return p.pending.Load() == 0 })
+	}
 }
 
 func (p *pool) stop() {
@@ -110,8 +202,10 @@ func (p *pool) stop() {
 		return
 	}
 	p.alive = false
-	for _, c := range p.wake {
-		close(c)
+	p.quit.Store(true)
+	p.word.Add(1 << runBits)
+	for i := range p.helpers {
+		p.helpers[i].notify()
 	}
 }
 
