@@ -59,18 +59,22 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	// when dst is x, that write must invalidate the rounded copy.
 	var a *acts
 	xf := xt.f32
+	var xh []uint16
 	if at := wt.dt.ActivationType(); at != dtype.F32 && n > 0 {
 		a = b.quantize(xt, wt.dt, n, k)
 		if !wt.dt.Quantized() {
 			// F16 and BF16 run the float kernels on the rounded rows.
-			xf, a = a.f, nil
+			xf, xh, a = a.f, a.h[:min(len(a.h), n*k)], nil
+			if len(xh) < n*k {
+				xh = nil
+			}
 		}
 	}
 	if !b.writable(op, "dst", d) || n == 0 {
 		return
 	}
 	t := &b.pool.task
-	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a,
+	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, xh: xh, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a,
 		sum: floatSumFor(ggml512, n, k, m), x8: wt.x8}
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd

@@ -36,6 +36,7 @@ type task struct {
 
 	// Operands; which are set depends on kind.
 	dst, x, y []float32
+	xh        []uint16  // kMatMul with F16 weights: x's F16 bits (nil: none)
 	z         []float32 // kLayerNorm: the bias (nil: none)
 	w         []byte
 	out       []byte // kCopyBytes, kInterleave: the destination of w

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/glint-llm/glint/dtype"
+	"github.com/x448/float16"
 )
 
 // Quantised matmuls follow llama.cpp: the activations are rounded to the
@@ -33,7 +34,8 @@ type acts struct {
 	s  []float32
 	bs []int16
 	f  []float32
-	n  int // rows: more than one is a prefill, which ggml sums in another order
+	h  []uint16 // F16 rows' bits as well, for the kernels that read those (prefill, with SIMD)
+	n  int      // rows: more than one is a prefill, which ggml sums in another order
 }
 
 // actKey says what acts currently holds, so that consecutive matmuls
@@ -64,6 +66,9 @@ func (a *acts) grow(at dtype.Type, n, k int) {
 	if at == dtype.F16 || at == dtype.BF16 {
 		if len(a.f) < n*k {
 			a.f = make([]float32, n*k)
+		}
+		if at == dtype.F16 && n > 1 && len(a.h) < n*k {
+			a.h = make([]uint16, n*k)
 		}
 		return
 	}
@@ -97,6 +102,11 @@ func (a *acts) grow(at dtype.Type, n, k int) {
 func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
 	if at == dtype.F16 || at == dtype.BF16 {
 		dtype.RoundActivations(at, a.f[lo*k:hi*k], x[lo*k:hi*k])
+		if at == dtype.F16 && len(a.h) >= hi*k {
+			for i, v := range a.f[lo*k : hi*k] {
+				a.h[lo*k+i] = float16.Fromfloat32(v).Bits() // exact: v is an F16 value
+			}
+		}
 		return
 	}
 	for i := lo; i < hi; i++ {

@@ -11,9 +11,11 @@ int glint_simd_level(void);
 // lo <= o < hi, for float weights (F32, F16, BF16), summed in the order
 // order (floatSum in kernels.go: llama.cpp's vec_dot or tinyBLAS, of its
 // AVX2 or AVX-512 build). It needs AVX2, FMA and F16C; at level ≥ 2 the
-// AVX-512 build's orders run in 512-bit vectors (the same bits).
-void glint_matmat(int level, int order, int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
-                  int lo, int hi, float *dst, int m);
+// AVX-512 build's orders run in 512-bit vectors (the same bits). xh, when
+// not NULL, holds x's F16 bits (x rounded to F16), which some tiles read
+// instead.
+void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
+                  size_t rowBytes, int lo, int hi, float *dst, int m);
 
 // Quantised activations (one row of k elements): q holds k int8 values; for
 // Q8_0, d[b] is block b's scale (f16-rounded) and c[b] = -off·Σ q over the
@@ -27,8 +29,9 @@ void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs
 void glint_quantize_q8_1(const float *x, int k, int8_t *q, float *d, float *s);
 
 // glint_round_act rounds n floats to F16 or BF16 (type) and back into dst,
-// as dtype.RoundActivations does.
-void glint_round_act(int type, const float *x, float *dst, size_t n);
+// as dtype.RoundActivations does, and (F16, bits not NULL) stores their F16
+// bits in bits.
+void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_t n);
 
 // glint_matmat_q computes dst[t*m + o] = x[t] · row o of the quantised
 // weight w (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K…Q6_K or IQ4_XS) for

@@ -26,7 +26,11 @@ func detectSIMD() simdLevel {
 // simdMatMat computes rows lo…hi-1 of every token of a matmul with float
 // weights, decode included, in the order t.sum.
 func simdMatMat(t *task, rowBytes, lo, hi int) {
-	C.glint_matmat(C.int(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), C.int(t.n), C.int(t.k),
+	var xh *C.uint16_t
+	if len(t.xh) > 0 {
+		xh = (*C.uint16_t)(unsafe.Pointer(&t.xh[0]))
+	}
+	C.glint_matmat(C.int(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), xh, C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
 		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
@@ -67,7 +71,11 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
 	if at == dtype.F16 || at == dtype.BF16 {
 		if hi > lo && k > 0 {
-			C.glint_round_act(C.int(at), (*C.float)(unsafe.Pointer(&x[lo*k])), (*C.float)(unsafe.Pointer(&a.f[lo*k])),
+			var bits *C.uint16_t
+			if at == dtype.F16 && len(a.h) >= hi*k {
+				bits = (*C.uint16_t)(unsafe.Pointer(&a.h[lo*k]))
+			}
+			C.glint_round_act(C.int(at), (*C.float)(unsafe.Pointer(&x[lo*k])), (*C.float)(unsafe.Pointer(&a.f[lo*k])), bits,
 				C.size_t((hi-lo)*k))
 		}
 		return
