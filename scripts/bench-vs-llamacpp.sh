@@ -17,8 +17,9 @@
 # CMAKE_EXTRA="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 # (glint then gives that build's bits, as it would on such a host).
 # -x adds llama-bench arguments: on a machine other work keeps busy,
-# `-x "--poll 0"` makes its idle threads sleep as glint's do instead of
-# spinning (llama.cpp's default, --poll 50, collapses when cores are shared).
+# `-x "--poll 0"` makes its idle threads sleep at once instead of spinning
+# (llama.cpp's default, --poll 50, collapses when cores are shared; glint's
+# threads poll 200 µs before they park).
 # The files are made once into .cache/: `generate synth --shape llama3.2-1b
 # --type F16` (with the Llama 3 vocabulary of ../shared when present), then
 # the peer's llama-quantize (`generate quantize` is byte-identical), by
