@@ -20,13 +20,18 @@ func hostAMX() bool { return C.glint_amx_init() != 0 }
 // reports false (having done nothing) where that kernel does not apply or
 // could not get its working memory.
 func amxMatMat(t *task, rowBytes, lo, hi int) bool {
-	if t.n < amxMinTokens || t.k%32 != 0 || !amxOrder(t.wt) {
+	if !amxApplies(t) {
 		return false
 	}
 	a := t.act
 	return C.glint_matmat_amx(C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])),
 		(*C.int32_t)(unsafe.Pointer(&a.c[0])), C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])),
 		C.size_t(rowBytes), C.int(lo), C.int(hi), (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m)) != 0
+}
+
+// amxApplies reports whether the AMX kernel takes matmul t.
+func amxApplies(t *task) bool {
+	return t.n >= amxMinTokens && t.k%32 == 0 && amxOrder(t.wt)
 }
 
 // amxOrder reports whether amx.c sums weight type dt in the portable path's

@@ -143,8 +143,9 @@ func quantizeRows(t *task, lo, hi int) {
 	}
 }
 
-// matMulRows computes output columns lo…hi-1 for every token. The portable
-// path with float weights dequantises a chunk of a row once and adds it into
+// matMulRows computes output columns lo…hi-1 for every token, for the
+// matmuls whose chunks go one by one through Go (see simdRows): the
+// portable kernels and AMX. The portable path with float weights dequantises a chunk of a row once and adds it into
 // the lanes (floatSum) of a tile of tokens.
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
@@ -160,10 +161,6 @@ func matMulRows(t *task, lo, hi int) {
 				t.dst[i*m+o] = dotQ(t.wt, t.act, i, k, row, m)
 			}
 		}
-		return
-	}
-	if t.simd > simdOff {
-		simdMatMat(t, rowBytes, lo, hi)
 		return
 	}
 	var buf [chunkElems]float32

@@ -231,6 +231,9 @@ func (t *task) claims() int {
 
 // work claims chunks of the task until none are left.
 func (b *Backend) work(t *task, id int) {
+	if t.kind == kMatMul && simdRows(t) {
+		return // the kernels claimed the chunks themselves
+	}
 	for {
 		lo, hi := t.span(int(t.next.Add(1) - 1))
 		if lo >= t.total {

@@ -533,8 +533,8 @@ FLOAT_KERNELS16(float16_f16, T_F16)
 FLOAT_KERNELS16(float16_bf16, T_BF16)
 #undef FLOAT_KERNELS16
 
-void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
-                  size_t rowBytes, int lo, int hi, float *dst, int m) {
+static void matmat_chunk(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k,
+                         const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	if (type == T_F16 && order == S_TINY8 && xh != NULL) {
 		x = (const float *)xh;
 		type = T_F16H;
@@ -555,6 +555,13 @@ void glint_matmat(int level, int order, int type, const float *x, const uint16_t
 	case T_F16H: float_f16h(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
 	case T_F16: float_f16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
 	default: float_bf16(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+	}
+}
+
+void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
+                  size_t rowBytes, glint_rows rows, float *dst, int m) {
+	for (int lo, hi; glint_claim(rows, &lo, &hi);) {
+		matmat_chunk(level, order, type, x, xh, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }
 
@@ -956,8 +963,10 @@ static Q4X8_MATMAT(matmat_q4x8_avx2, A2, q4x8_tile)
 static Q4X8_MATMAT(matmat_q4x8_vnni, A3, q4x8_tile_vnni)
 
 void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
-                          const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
-	(level >= 3 ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
+                          const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst, int m) {
+	for (int lo, hi; glint_claim(rows, &lo, &hi);) {
+		(level >= 3 ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
+	}
 }
 
 // ---------------------------------------------------------------- more block types
@@ -2689,9 +2698,9 @@ static A3 void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const f
 	}
 }
 
-void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
-                    const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst,
-                    int m) {
+static void matmat_q_chunk(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
+                           const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                           float *dst, int m) {
 	switch (type) {
 	case T_Q4_0:
 		// ggml repacks Q4_0 matrices of a multiple of 8 rows, whose dots keep
@@ -2791,5 +2800,13 @@ void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const 
 			matmat_kq_avx2(type, q, d, bs, n, k, w, rowBytes, lo, hi, dst, m);
 		}
 		break;
+	}
+}
+
+void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
+                    const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst,
+                    int m) {
+	for (int lo, hi; glint_claim(rows, &lo, &hi);) {
+		matmat_q_chunk(level, type, q, d, c, s, bs, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }

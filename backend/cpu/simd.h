@@ -7,15 +7,42 @@
 // AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
 int glint_simd_level(void);
 
+// glint_rows names the weight rows a matmul call computes: chunks of grain
+// rows, chunk c being rows lo + c·grain… (clipped to hi), each claimed from
+// the counter *next, which the threads of a run share, as the Go pool's
+// threads claim theirs (pool.go). A thread makes one cgo call per matmul
+// and the claim loop runs in C: one call per chunk let Go's sysmon retake
+// the P of every call past 20 µs, and with both Ps busy each retake started
+// a spinning thread that took a CPU from the kernels and moved goroutines
+// between threads (a 128-token Q8_0 8192×2048 on two threads: 190 GFLOP/s
+// in 4 chunks a thread, 210 in one).
+typedef struct {
+	int64_t *next;
+	int grain, lo, hi;
+} glint_rows;
+
+// glint_claim claims the next chunk of rows into lo…hi-1, or reports 0 when
+// none is left.
+static inline int glint_claim(glint_rows r, int *lo, int *hi) {
+	int64_t c = __atomic_fetch_add(r.next, 1, __ATOMIC_SEQ_CST);
+	int64_t l = r.lo + c * r.grain;
+	if (l >= r.hi) {
+		return 0;
+	}
+	*lo = (int)l;
+	*hi = l + r.grain < r.hi ? (int)(l + r.grain) : r.hi;
+	return 1;
+}
+
 // glint_matmat computes dst[t*m + o] = x[t] · row o of w for t < n and
-// lo <= o < hi, for float weights (F32, F16, BF16), summed in the order
+// every row o that rows names, for float weights (F32, F16, BF16), summed in the order
 // order (floatSum in kernels.go: llama.cpp's vec_dot or tinyBLAS, of its
 // AVX2 or AVX-512 build). It needs AVX2, FMA and F16C; at level ≥ 2 the
 // AVX-512 build's orders run in 512-bit vectors (the same bits). xh, when
 // not NULL, holds x's F16 bits (x rounded to F16), which some tiles read
 // instead.
 void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
-                  size_t rowBytes, int lo, int hi, float *dst, int m);
+                  size_t rowBytes, glint_rows rows, float *dst, int m);
 
 // Quantised activations (one row of k elements): q holds k int8 values; for
 // Q8_0, d[b] is block b's scale (f16-rounded) and c[b] = -off·Σ q over the
@@ -35,17 +62,17 @@ void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_
 
 // glint_matmat_q computes dst[t*m + o] = x[t] · row o of the quantised
 // weight w (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K…Q6_K or IQ4_XS) for
-// t < n and lo <= o < hi, from n rows of quantised activations (row t at
+// t < n and every row o that rows names, from n rows of quantised activations (row t at
 // q + t*k, d + t*k/bs, c + t*k/32, s + t*k/32 (Q8_1) or bs + t*k/16); c, s
 // and bs may be NULL where the activation type has none. m is the weight's
 // full row count (dst's row stride), which also picks Q4_0's summation order
 // (a multiple of 8 rows or not: quant.go, dotQ).
 void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
-                    const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst,
+                    const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst,
                     int m);
 
 // glint_matmat_q4_0_x8 is glint_matmat_q for a Q4_0 weight interleaved in
-// groups of 8 rows (interleave.go); lo and hi are multiples of 8. It needs
+// groups of 8 rows (interleave.go); its chunks start and end at multiples of 8. It needs
 // AVX2, FMA and F16C; level ≥ 3 (VNNI) adds the products by vpdpbusd.
 void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *d, const int32_t *c, int n, int k,
-                          const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m);
+                          const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst, int m);

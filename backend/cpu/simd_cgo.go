@@ -7,6 +7,7 @@ package cpu
 import "C"
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/glint-llm/glint/dtype"
@@ -23,24 +24,58 @@ func detectSIMD() simdLevel {
 	return l
 }
 
-// simdMatMat computes rows lo…hi-1 of every token of a matmul with float
+// simdRows runs this thread's share of the SIMD matmul t: the kernels
+// claim the task's chunks from t.next themselves (glint_rows in simd.h), so
+// that a thread makes one cgo call per matmul, not one per chunk. It
+// reports false, having done nothing, where the chunks go one by one
+// through matMulRows instead: the portable kernels, and AMX, which may
+// decline a chunk.
+func simdRows(t *task) bool {
+	if t.simd == simdOff || (t.act != nil && t.simd >= simdAMX && !t.x8 && amxApplies(t)) {
+		return false
+	}
+	rowBytes, _ := t.wt.RowBytes(t.k)
+	r := cRows(&t.next, t.grain, 0, t.total)
+	if t.act != nil {
+		matMatQ(t.simd, t, rowBytes, r)
+	} else {
+		matMat(t, rowBytes, r)
+	}
+	return true
+}
+
+// cRows is glint_rows: chunks of grain rows from lo up to hi, each claimed
+// from next.
+func cRows(next *atomic.Int64, grain, lo, hi int) C.glint_rows {
+	// An atomic.Int64 is its int64 alone, which the C side adds to
+	// atomically.
+	return C.glint_rows{next: (*C.int64_t)(unsafe.Pointer(next)), grain: C.int(grain), lo: C.int(lo), hi: C.int(hi)}
+}
+
+// matMat computes the rows r names of every token of a matmul with float
 // weights, decode included, in the order t.sum.
-func simdMatMat(t *task, rowBytes, lo, hi int) {
+func matMat(t *task, rowBytes int, r C.glint_rows) {
 	var xh *C.uint16_t
 	if len(t.xh) > 0 {
 		xh = (*C.uint16_t)(unsafe.Pointer(&t.xh[0]))
 	}
 	C.glint_matmat(C.int(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), xh, C.int(t.n), C.int(t.k),
-		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
-		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
+		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r, (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
 
 // simdMatMatQ computes rows lo…hi-1 of every token of a matmul with
-// quantised weights from the quantised activations in t.act.
+// quantised weights, on the AMX kernel where it takes them.
 func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 	if level >= simdAMX && !t.x8 && amxMatMat(t, rowBytes, lo, hi) {
 		return
 	}
+	var next atomic.Int64
+	matMatQ(level, t, rowBytes, cRows(&next, hi-lo, lo, hi))
+}
+
+// matMatQ computes the rows r names of every token of a matmul with
+// quantised weights from the quantised activations in t.act.
+func matMatQ(level simdLevel, t *task, rowBytes int, r C.glint_rows) {
 	a := t.act
 	var c *C.int32_t
 	var s *C.float
@@ -56,14 +91,13 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 	}
 	if t.x8 {
 		C.glint_matmat_q4_0_x8(C.int(level), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])), c,
-			C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
+			C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r,
 			(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 		return
 	}
 	C.glint_matmat_q(C.int(level), C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
 		(*C.float)(unsafe.Pointer(&a.d[0])), c, s, bs, C.int(t.n), C.int(t.k),
-		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), C.int(lo), C.int(hi),
-		(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
+		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r, (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
 
 // simdQuantize quantises rows lo…hi-1 of x (k wide) into a, as

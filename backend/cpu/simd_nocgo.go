@@ -9,7 +9,7 @@ import "github.com/glint-llm/glint/dtype"
 
 func detectSIMD() simdLevel { return simdOff }
 
-func simdMatMat(*task, int, int, int) { panic("cpu: SIMD kernels not built") }
+func simdRows(*task) bool { return false }
 
 func simdMatMatQ(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
 
