@@ -207,7 +207,7 @@ func BenchmarkDot(b *testing.B) {
 			var s float32
 			var a acts
 			at := dt.ActivationType()
-			a.grow(at, 1, k)
+			a.grow(at, 1, k, false)
 			for range b.N {
 				if dt.Quantized() {
 					quantizeRowsGo(at, actOffset(dt), &a, x, k, 0, 1)

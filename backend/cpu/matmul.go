@@ -64,10 +64,10 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		a = b.quantize(xt, wt.dt, n, k)
 		if !wt.dt.Quantized() {
 			// F16 and BF16 run the float kernels on the rounded rows.
-			xf, xh, a = a.f, a.h[:min(len(a.h), n*k)], nil
-			if len(xh) < n*k {
-				xh = nil
+			if len(a.h) >= n*k {
+				xh = a.h[:n*k]
 			}
+			xf, a = a.f, nil
 		}
 	}
 	if !b.writable(op, "dst", d) || n == 0 {
@@ -118,7 +118,9 @@ func (b *Backend) quantize(x *Tensor, wt dtype.Type, n, k int) *acts {
 	if b.actKey == key {
 		return &b.act
 	}
-	b.act.grow(key.at, n, k)
+	// Only the SIMD rounding (simdQuantize) stores F16 bits, and only the
+	// SIMD tiles read them; a backend's level is fixed for its life.
+	b.act.grow(key.at, n, k, b.simd > simdOff)
 	b.act.n = n
 	t := &b.pool.task
 	*t = task{kind: kQuantize, total: n, grain: max(1, minElemsPerTask/k), x: x.f32, k: k, act: &b.act, at: key.at, off: key.off}
@@ -145,8 +147,9 @@ func quantizeRows(t *task, lo, hi int) {
 
 // matMulRows computes output columns lo…hi-1 for every token, for the
 // matmuls whose chunks go one by one through Go (see simdRows): the
-// portable kernels and AMX. The portable path with float weights dequantises a chunk of a row once and adds it into
-// the lanes (floatSum) of a tile of tokens.
+// portable kernels and AMX. The portable path with float weights
+// dequantises a chunk of a row once and adds it into the lanes (floatSum)
+// of a tile of tokens.
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
 	rowBytes, _ := t.wt.RowBytes(k)

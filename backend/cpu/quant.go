@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"github.com/glint-llm/glint/dtype"
-	"github.com/x448/float16"
 )
 
 // Quantised matmuls follow llama.cpp: the activations are rounded to the
@@ -34,7 +33,7 @@ type acts struct {
 	s  []float32
 	bs []int16
 	f  []float32
-	h  []uint16 // F16 rows' bits as well, for the kernels that read those (prefill, with SIMD)
+	h  []uint16 // F16 rows' bits as well, for the SIMD prefill tiles that read those
 	n  int      // rows: more than one is a prefill, which ggml sums in another order
 }
 
@@ -61,13 +60,14 @@ func actOffset(dt dtype.Type) int32 {
 	return 0
 }
 
-// grow makes room for n rows of k elements of activation type at.
-func (a *acts) grow(at dtype.Type, n, k int) {
+// grow makes room for n rows of k elements of activation type at (with
+// bits, a prompt's F16 bits too: acts.h).
+func (a *acts) grow(at dtype.Type, n, k int, bits bool) {
 	if at == dtype.F16 || at == dtype.BF16 {
 		if len(a.f) < n*k {
 			a.f = make([]float32, n*k)
 		}
-		if at == dtype.F16 && n > 1 && len(a.h) < n*k {
+		if bits && at == dtype.F16 && n > 1 && len(a.h) < n*k {
 			a.h = make([]uint16, n*k)
 		}
 		return
@@ -102,11 +102,6 @@ func (a *acts) grow(at dtype.Type, n, k int) {
 func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int) {
 	if at == dtype.F16 || at == dtype.BF16 {
 		dtype.RoundActivations(at, a.f[lo*k:hi*k], x[lo*k:hi*k])
-		if at == dtype.F16 && len(a.h) >= hi*k {
-			for i, v := range a.f[lo*k : hi*k] {
-				a.h[lo*k+i] = float16.Fromfloat32(v).Bits() // exact: v is an F16 value
-			}
-		}
 		return
 	}
 	for i := lo; i < hi; i++ {

@@ -190,13 +190,7 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 						}
 						ws[i] = w
 					}
-					xs := make([]float32, n*k)
-					for i := range xs {
-						xs[i] = 2*rng.Float32() - 1
-					}
-					x, _ := be.Alloc(dtype.F32, n, k)
-					dst, _ := be.Alloc(dtype.F32, n, m)
-					_ = be.WriteF32(x, 0, xs)
+					x, dst, _ := benchActs(be, rng, n, k, m)
 					b.SetBytes(int64(len(raw)))
 					b.ResetTimer()
 					cpu0, ok := threadCPU()
@@ -213,6 +207,19 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchActs allocates a matmul's n×k activations, random in [-1, 1) and
+// written to x (xs holds them), and its n×m destination.
+func benchActs(be *Backend, rng *rand.Rand, n, k, m int) (x, dst backend.Tensor, xs []float32) {
+	xs = make([]float32, n*k)
+	for i := range xs {
+		xs[i] = 2*rng.Float32() - 1
+	}
+	x, _ = be.Alloc(dtype.F32, n, k)
+	dst, _ = be.Alloc(dtype.F32, n, m)
+	_ = be.WriteF32(x, 0, xs)
+	return x, dst, xs
 }
 
 // BenchmarkKernelsPrefill times the matmul of a 128-token prompt by the
@@ -238,13 +245,7 @@ func BenchmarkKernelsPrefill(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					xs := make([]float32, n*k)
-					for i := range xs {
-						xs[i] = 2*rng.Float32() - 1
-					}
-					x, _ := be.Alloc(dtype.F32, n, k)
-					dst, _ := be.Alloc(dtype.F32, n, m)
-					_ = be.WriteF32(x, 0, xs)
+					x, dst, xs := benchActs(be, rng, n, k, m)
 					b.ResetTimer()
 					start := time.Now()
 					cpu0, ok := threadCPU()
