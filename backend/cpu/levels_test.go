@@ -183,3 +183,44 @@ func TestFloatSumIsGgmls(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyToHalfLevels demands that every kernel level rounds an F32 row
+// into an F16 tensor (the f16 KV cache) to dtype.F32ToF16's bits: random
+// values over many binades, with subnormal, overflowing, signed-zero,
+// infinite and halfway cases, at lengths and offsets that leave ragged
+// 8-wide steps.
+func TestCopyToHalfLevels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	src := make([]float32, 1000)
+	for i := range src {
+		src[i] = float32(math.Ldexp(2*rng.Float64()-1, rng.IntN(48)-28))
+	}
+	special := []float32{0, float32(math.Copysign(0, -1)), 65504, 65520, -65520, 1e9, float32(math.Inf(1)),
+		float32(math.Inf(-1)), 6e-8, 3e-8, 2.98e-8, -1e-6, 1 + 1.0/2048, 1 + 3.0/2048, 0.1}
+	copy(src[3:], special)
+	want := make([]uint16, len(src))
+	for i, v := range src {
+		want[i] = dtype.F32ToF16(v)
+	}
+	for _, l := range simdLevels() {
+		b := newAt(1, l)
+		s, _ := b.Alloc(dtype.F32, len(src))
+		d, _ := b.Alloc(dtype.F16, len(src)+7)
+		if err := b.WriteF32(s, 0, src); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ dstOff, srcOff, count int }{{0, 0, 1000}, {7, 1, 999}, {3, 5, 13}, {0, 2, 7}} {
+			b.CopySlice(d, c.dstOff, s, c.srcOff, c.count)
+			if err := b.Err(); err != nil {
+				t.Fatal(err)
+			}
+			got := halfs(b.tensor("test", "d", d, dtype.F16))[c.dstOff : c.dstOff+c.count]
+			for i, h := range got {
+				if w := want[c.srcOff+i]; h != w {
+					t.Fatalf("level %v, copy %+v: element %d (%g) = %#04x, want %#04x", l, c, c.srcOff+i, src[c.srcOff+i], h, w)
+				}
+			}
+		}
+		b.Close()
+	}
+}

@@ -309,6 +309,10 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		// The f16 KV cache: each value rounds to nearest even, as ggml's
 		// F32→F16 copy (F16C) does.
 		h := halfs(d)[dstOff : dstOff+count]
+		if b.simd > simdOff {
+			simdToHalf(h, s.f32[srcOff:srcOff+count])
+			return
+		}
 		for i, v := range s.f32[srcOff : srcOff+count] {
 			h[i] = dtype.F32ToF16(v)
 		}

@@ -725,6 +725,20 @@ static A2 void round_bf16(const float *x, float *dst, size_t n) {
 	}
 }
 
+static A2 void to_f16(const float *x, uint16_t *h, size_t n) {
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		_mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+	}
+	for (; i < n; i++) {
+		h[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+	}
+}
+
+void glint_to_f16(const float *x, uint16_t *h, size_t n) {
+	to_f16(x, h, n);
+}
+
 void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_t n) {
 	if (type == T_F16) {
 		round_f16(x, dst, bits, n);

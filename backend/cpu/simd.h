@@ -60,6 +60,10 @@ void glint_quantize_q8_1(const float *x, int k, int8_t *q, float *d, float *s);
 // bits in bits.
 void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_t n);
 
+// glint_to_f16 stores the F16 bits of n floats, rounded to nearest even as
+// dtype.F32ToF16 and ggml's F16C copy round them (an f16 KV cache's rows).
+void glint_to_f16(const float *x, uint16_t *h, size_t n);
+
 // glint_matmat_q computes dst[t*m + o] = x[t] · row o of the quantised
 // weight w (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K…Q6_K or IQ4_XS) for
 // t < n and every row o that rows names, from n rows of quantised activations (row t at

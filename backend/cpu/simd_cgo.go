@@ -144,3 +144,11 @@ func simdType(dt dtype.Type) bool {
 	}
 	return false
 }
+
+// simdToHalf stores the F16 bits of src in dst (as long), as
+// dtype.F32ToF16 does, bit for bit.
+func simdToHalf(dst []uint16, src []float32) {
+	if len(src) > 0 {
+		C.glint_to_f16((*C.float)(unsafe.Pointer(&src[0])), (*C.uint16_t)(unsafe.Pointer(&dst[0])), C.size_t(len(src)))
+	}
+}

@@ -18,3 +18,5 @@ func simdQuantize(dtype.Type, int32, *acts, []float32, int, int, int) {
 }
 
 func simdType(dtype.Type) bool { return false }
+
+func simdToHalf([]uint16, []float32) { panic("cpu: SIMD kernels not built") }
