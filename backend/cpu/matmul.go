@@ -25,6 +25,13 @@ const (
 	// decodeChunk is the bytes of weight rows a thread claims at a time in
 	// decode (see MatMulTransposed).
 	decodeChunk = 128 << 10
+	// prefillChunkMACs is the multiply-adds a thread claims at a time in a
+	// matmul of several tokens, a fraction of a millisecond on one core: a
+	// matmul ends when its last chunk does, so the other threads wait up to
+	// a chunk for the slowest. Four chunks per thread (1024 rows of a
+	// 128-token 8192×2048) left two threads at 0.86–0.94× the sum of two
+	// separate processes.
+	prefillChunkMACs = 1 << 24
 )
 
 // MatMulTransposed implements backend.Backend.
@@ -79,7 +86,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd
 	}
-	// About four chunks per thread even out threads slowed down by others
+	// At least four chunks per thread even out threads slowed down by others
 	// on the machine; the quantised SIMD kernels work on tiles of rowTile
 	// rows, so chunks are whole tiles, and float prefill chunks are whole
 	// tiles of tinyBLAS's 4 rows (and 32-row panels for the cache).
@@ -93,6 +100,8 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		// the helpers' wake-up time) streamed 5–15% slower on a 2-vCPU
 		// Zen 3, for F16, Q8_0 and Q4_0 alike.
 		t.grain = max(1, min(decodeChunk/rowBytes, (m+4*b.threads-1)/(4*b.threads)))
+	} else {
+		t.grain = max(1, min(t.grain, prefillChunkMACs/max(1, n*k)))
 	}
 	switch {
 	case t.simd >= simdAMX && a != nil && n >= amxMinTokens:
