@@ -154,11 +154,12 @@ func BenchOps(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 		})
 	})
 	// Attention over a single sequence's cache (the causal view kvcache
-	// gives): a decode step and a prefill, over F32 and F16 caches.
+	// gives): decode steps (a short reply, a long context) and a prefill,
+	// over F32 and F16 caches.
 	for _, c := range []struct {
 		n, pos0 int
 		dt      dtype.Type
-	}{{1, 511, dtype.F32}, {1, 4095, dtype.F16}, {benchPrefill, 0, dtype.F32}, {benchPrefill, 0, dtype.F16}} {
+	}{{1, 63, dtype.F16}, {1, 511, dtype.F32}, {1, 4095, dtype.F16}, {benchPrefill, 0, dtype.F32}, {benchPrefill, 0, dtype.F16}} {
 		name := fmt.Sprintf("Attention/n=%d/kvLen=%d/%v", c.n, c.pos0+c.n, c.dt)
 		b.Run(name, func(b *testing.B) {
 			e := newBenchEnv(b, newBackend)

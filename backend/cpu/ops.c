@@ -495,10 +495,58 @@ INLINE A5 __m512 reduce16x(__m512 x[16]) {
 	return _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
 }
 
+// pv_run16 is lane sums x[0…15] of columns d… (mask m) for a view whose
+// cells are the one run [base + a, base + e): lane l of x is what
+// pv_lanes leaves in lane l (lanes 16) or, lanes 64, the fold of lanes l,
+// 32 + l, 16 + l and 48 + l that pv_vec512 adds, so every lane gets the
+// same fused multiply-adds in the same order. Each lane's sum stays in a
+// register, where pv_lanes kept lanes × hd floats in memory (zeroed, then
+// loaded and stored for every cell): at a short context, as in most decode
+// steps, that took most of attention's time (64 f16 cells, 32 heads:
+// BenchmarkOps/Attention/n=1/kvLen=64/F16, medians of four alternated,
+// 37.3 → 24.6 µs a layer; a 128-token prefill 1.83 → 1.64 ms). The AVX2
+// kernel (attn_group) shares each load of V among a group's heads, and the
+// same change there made it slower (33.6 → 48.6 µs).
+INLINE A5 void pv_run16(const void *v, int half, const float *p, int a, int e, int lanes, size_t row0, int kvCols,
+                        int d, __mmask16 m, __m512 x[16]) {
+	for (int l = 0; l < 16; l++) {
+		__m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+		if (lanes == 16) {
+			for (int i = l; i < e; i += 16) {
+				if (i >= a) {
+					s[0] = _mm512_fmadd_ps(load16m(v, half, row0 + (size_t)i * kvCols + d, m), _mm512_set1_ps(p[i]),
+					                       s[0]);
+				}
+			}
+			x[l] = s[0];
+			continue;
+		}
+		for (int i0 = l; i0 < e; i0 += 64) {
+			for (int t = 0; t < 4; t++) {
+				int i = i0 + 16 * t;
+				if (i >= a && i < e) {
+					s[t] = _mm512_fmadd_ps(load16m(v, half, row0 + (size_t)i * kvCols + d, m), _mm512_set1_ps(p[i]),
+					                       s[t]);
+				}
+			}
+		}
+		x[l] = _mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3]));
+	}
+}
+
 // pv_tiny512 is a prefill row's output o[d] = Σ_j p_j·V_j[d], d < hd, in
 // tinyBLAS's 16 lanes, reduced as _mm512_reduce_add_ps.
 static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base,
                           int kvCols, size_t kvOff, int hd, float *o) {
+	if (nruns == 1 && !far_cells(runs, nruns, (size_t)kvCols * (half ? 2 : 4))) {
+		for (int d = 0; d < hd; d += 16) {
+			__m512 x[16];
+			pv_run16(v, half, p, runs[0] - base, runs[1] - base, 16, (size_t)base * kvCols + kvOff, kvCols, d,
+			         cols16(hd, d), x);
+			_mm512_mask_storeu_ps(o + d, cols16(hd, d), reduce16x(x));
+		}
+		return;
+	}
 	pv_acc acc[16];
 	int nl = pv_lanes(acc, 16, v, half, p, runs, nruns, base, INT_MAX, kvCols, kvOff, hd);
 	for (int d = 0; d < hd; d += 16) {
@@ -518,14 +566,21 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 // it.
 static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base, int np,
                          int kvCols, size_t kvOff, int hd, float *o) {
+	// One run of cells close by sums its lanes in registers (pv_run16).
+	const int fast = nruns == 1 && !far_cells(runs, nruns, (size_t)kvCols * (half ? 2 : 4));
 	pv_acc acc[64];
-	int nl = pv_lanes(acc, 64, v, half, p, runs, nruns, base, np, kvCols, kvOff, hd);
+	int nl = fast ? 0 : pv_lanes(acc, 64, v, half, p, runs, nruns, base, np, kvCols, kvOff, hd);
 	for (int d = 0; d < hd; d += 16) {
 		__mmask16 m = cols16(hd, d);
 		__m512 x[16];
-		for (int l = 0; l < 16; l++) {
-			x[l] = _mm512_add_ps(_mm512_add_ps(pv_lane(acc, nl, l, d), pv_lane(acc, nl, 32 + l, d)),
-			                     _mm512_add_ps(pv_lane(acc, nl, 16 + l, d), pv_lane(acc, nl, 48 + l, d)));
+		if (fast) {
+			int e = runs[1] - base < np ? runs[1] - base : np;
+			pv_run16(v, half, p, runs[0] - base, e, 64, (size_t)base * kvCols + kvOff, kvCols, d, m, x);
+		} else {
+			for (int l = 0; l < 16; l++) {
+				x[l] = _mm512_add_ps(_mm512_add_ps(pv_lane(acc, nl, l, d), pv_lane(acc, nl, 32 + l, d)),
+				                     _mm512_add_ps(pv_lane(acc, nl, 16 + l, d), pv_lane(acc, nl, 48 + l, d)));
+			}
 		}
 		__m512 res = reduce16x(x);
 		__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)), hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(res, 1));
