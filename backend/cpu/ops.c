@@ -80,6 +80,18 @@ void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t 
 	silu_mul2(g, u, d, n);
 }
 
+// add8 is d = x + y, elementwise: a residual add, which a Go loop ran at a
+// nanosecond an element (7 ms of a 128-token Llama 3.2 1B prompt).
+static A2 void add8(const float *x, const float *y, float *d, size_t n) {
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		_mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+	}
+	for (; i < n; i++) {
+		d[i] = x[i] + y[i];
+	}
+}
+
 // ---------------------------------------------------------------- attention
 
 // at1 is one cache value (f16 where half) as a float.
@@ -699,3 +711,7 @@ void glint_rope(float *x, int n, int cols, int heads, int headDim, const int32_t
                 const float *freqs, float freqScale, float mscale, int neox, float *cs) {
 	rope2(x, n, cols, heads, headDim, pos, dims, thetaScale, freqs, freqScale, mscale, neox, cs);
 }
+
+// ---------------------------------------------------------------- add
+
+void glint_add(const float *x, const float *y, float *d, size_t n) { add8(x, y, d, n); }

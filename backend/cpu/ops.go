@@ -91,22 +91,44 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 
 func rmsNormRows(t *task, lo, hi int) {
 	k := t.k
-	w := t.y[:k]
-	for i := lo; i < hi; i++ {
-		x, y := t.x[i*k:(i+1)*k], t.dst[i*k:(i+1)*k]
-		// ggml's rms_norm: float squares summed in float64 in order (its
-		// rounding, rare as it is, can move the float32 mean), the mean and
-		// 1/sqrt in float32, then x·scale and (ggml_mul) ·w, each rounded.
+	// ggml's rms_norm: float squares summed in float64 in order (its
+	// rounding, rare as it is, can move the float32 mean), the mean and
+	// 1/sqrt in float32, then x·scale and (ggml_mul) ·w, each rounded. A
+	// row's sum is one chain of dependent adds, so four rows are summed
+	// side by side, four chains in flight.
+	i := lo
+	for ; i+4 <= hi; i += 4 {
+		x0, x1, x2, x3 := t.x[i*k:(i+1)*k], t.x[(i+1)*k:(i+2)*k], t.x[(i+2)*k:(i+3)*k], t.x[(i+3)*k:(i+4)*k]
+		var s0, s1, s2, s3 float64
+		for j := range x0 {
+			v0, v1, v2, v3 := x0[j], x1[j], x2[j], x3[j]
+			s0 += float64(v0 * v0)
+			s1 += float64(v1 * v1)
+			s2 += float64(v2 * v2)
+			s3 += float64(v3 * v3)
+		}
+		rmsScale(t, i, s0)
+		rmsScale(t, i+1, s1)
+		rmsScale(t, i+2, s2)
+		rmsScale(t, i+3, s3)
+	}
+	for ; i < hi; i++ {
 		var sum float64
-		for _, v := range x {
+		for _, v := range t.x[i*k : (i+1)*k] {
 			sum += float64(v * v)
 		}
-		mean := float32(sum / float64(k))
+		rmsScale(t, i, sum)
+	}
+}
 
-		s := 1 / float32(math.Sqrt(float64(mean+t.eps)))
-		for j, v := range x {
-			y[j] = (v * s) * w[j]
-		}
+// rmsScale writes row i of an RMSNorm whose squares sum to sum.
+func rmsScale(t *task, i int, sum float64) {
+	k := t.k
+	x, y, w := t.x[i*k:(i+1)*k], t.dst[i*k:(i+1)*k], t.y[:k]
+	mean := float32(sum / float64(k))
+	s := 1 / float32(math.Sqrt(float64(mean+t.eps)))
+	for j, v := range x {
+		y[j] = (v * s) * w[j]
 	}
 }
 
@@ -253,6 +275,10 @@ func (b *Backend) Add(dst, a, bt backend.Tensor, n int) {
 	}
 	m := n * cols
 	xs, ys, ds := x.f32[:m], y.f32[:m], d.f32[:m]
+	if b.simd > simdOff {
+		simdAdd(ds, xs, ys)
+		return
+	}
 	for i := range ds {
 		ds[i] = xs[i] + ys[i]
 	}

@@ -7,6 +7,9 @@
 // glint_silu_mul computes d[i] = silu(g[i])·u[i] for i < n.
 void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t n);
 
+// glint_add computes d[i] = x[i] + y[i] for i < n (one rounding each, as Go's).
+void glint_add(const float *x, const float *y, float *d, size_t n);
+
 // glint_attention_max_head_dim is the largest head size glint_attention
 // handles (its query scratch is sized at compile time).
 #define GLINT_ATTENTION_MAX_HEAD_DIM 256

@@ -106,3 +106,13 @@ func simdRoPE(x []float32, n, cols, heads, headDim int, pos []int32, dims int, t
 		(*C.int32_t)(unsafe.Pointer(&pos[0])), C.int(dims), C.float(thetaScale), fp, C.float(freqScale),
 		C.float(mscale), C.int(nx), (*C.float)(unsafe.Pointer(&cs[0])))
 }
+
+// simdAdd computes d[i] = x[i] + y[i] with the C kernel.
+func simdAdd(d, x, y []float32) {
+	if len(d) == 0 {
+		return
+	}
+	_, _ = x[len(d)-1], y[len(d)-1]
+	C.glint_add((*C.float)(unsafe.Pointer(&x[0])), (*C.float)(unsafe.Pointer(&y[0])), (*C.float)(unsafe.Pointer(&d[0])),
+		C.size_t(len(d)))
+}

@@ -23,3 +23,9 @@ func simdAttention512(*task, []float32, int, int, int, []int32) {
 func simdRoPE([]float32, int, int, int, int, []int32, int, float32, []float32, float32, float32, bool, []float32) {
 	panic("cpu: SIMD RoPE not built")
 }
+
+func simdAdd(d, x, y []float32) {
+	for i := range d {
+		d[i] = x[i] + y[i]
+	}
+}
