@@ -101,12 +101,17 @@ done
 stat() { sort -g "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f (%.1f–%.1f)", m, v[1], v[NR]}'; }
 median() { sort -g "$1" | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", a / b}'; }
+# paired A B: the median of the per-round ratios of the numbers in files A
+# and B (line r of each is round r), in brackets: each round runs the two
+# engines back to back, so a ratio within a round cancels the drift of a
+# shared machine's speed between rounds, which the medians keep.
+paired() { paste "$1" "$2" | awk '{print $1 / $2}' >"$tmp/paired"; printf "(%.2f×)" "$(median "$tmp/paired")"; }
 
-echo "glint ($level kernels, llama.cpp $flavour arithmetic) vs llama.cpp ($peer, $(cat "$tmp/peer" 2>/dev/null || echo ?)), $threads threads${lbargs:+, llama-bench $lbargs}, Llama-3.2-1B-shaped files, medians of $rounds alternated rounds (min–max):"
+echo "glint ($level kernels, llama.cpp $flavour arithmetic) vs llama.cpp ($peer, $(cat "$tmp/peer" 2>/dev/null || echo ?)), $threads threads${lbargs:+, llama-bench $lbargs}, Llama-3.2-1B-shaped files, medians of $rounds alternated rounds (min–max); ratios of the medians (the median of the rounds' own ratios):"
 echo
 echo "| type | TBT glint ms | TBT llama.cpp ms | TBT glint/llama.cpp | pp128 glint t/s | pp128 llama.cpp t/s | pp128 glint/llama.cpp |"
 echo "|---|--:|--:|--:|--:|--:|--:|"
 for t in "${types[@]}"; do
-	echo "| $t | $(stat "$tmp/$t.gtbt") | $(stat "$tmp/$t.ltbt") | $(ratio "$(median "$tmp/$t.gtbt")" "$(median "$tmp/$t.ltbt")") |" \
-		"$(stat "$tmp/$t.gpp") | $(stat "$tmp/$t.lpp") | $(ratio "$(median "$tmp/$t.gpp")" "$(median "$tmp/$t.lpp")") |"
+	echo "| $t | $(stat "$tmp/$t.gtbt") | $(stat "$tmp/$t.ltbt") | $(ratio "$(median "$tmp/$t.gtbt")" "$(median "$tmp/$t.ltbt")") $(paired "$tmp/$t.gtbt" "$tmp/$t.ltbt") |" \
+		"$(stat "$tmp/$t.gpp") | $(stat "$tmp/$t.lpp") | $(ratio "$(median "$tmp/$t.gpp")" "$(median "$tmp/$t.lpp")") $(paired "$tmp/$t.gpp" "$tmp/$t.lpp") |"
 done
