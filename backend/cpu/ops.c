@@ -459,11 +459,11 @@ INLINE A5 __mmask16 cols16(int hd, int d) {
 }
 
 // pv_lanes adds the cells of runs before base + limit into acc's lanes and
-// returns how many lanes it used (the first ones).
+// returns how many lanes it used (the first ones); far: prefetch V rows
+// (far_cells).
 INLINE A5 int pv_lanes(pv_acc *acc, int lanes, const void *v, int half, const float *p, const int32_t *runs,
-                       int nruns, int base, int limit, int kvCols, size_t kvOff, int hd) {
+                       int nruns, int base, int limit, int kvCols, size_t kvOff, int hd, int far) {
 	const size_t es = half ? 2 : 4;
-	const int far = far_cells(runs, nruns, (size_t)kvCols * es);
 	int last = runs[2 * nruns - 1] - base, nl = last < limit ? last : limit;
 	nl = nl < lanes ? nl : lanes;
 	for (int l = 0; l < nl; l++) {
@@ -549,8 +549,8 @@ INLINE A5 void pv_run16(const void *v, int half, const float *p, int a, int e, i
 // pv_tiny512 is a prefill row's output o[d] = Σ_j p_j·V_j[d], d < hd, in
 // tinyBLAS's 16 lanes, reduced as _mm512_reduce_add_ps.
 static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base,
-                          int kvCols, size_t kvOff, int hd, float *o) {
-	if (nruns == 1 && !far_cells(runs, nruns, (size_t)kvCols * (half ? 2 : 4))) {
+                          int kvCols, size_t kvOff, int hd, int far, float *o) {
+	if (nruns == 1 && !far) {
 		for (int d = 0; d < hd; d += 16) {
 			__m512 x[16];
 			pv_run16(v, half, p, runs[0] - base, runs[1] - base, 16, (size_t)base * kvCols + kvOff, kvCols, d,
@@ -560,7 +560,7 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 		return;
 	}
 	pv_acc acc[16];
-	int nl = pv_lanes(acc, 16, v, half, p, runs, nruns, base, INT_MAX, kvCols, kvOff, hd);
+	int nl = pv_lanes(acc, 16, v, half, p, runs, nruns, base, INT_MAX, kvCols, kvOff, hd, far);
 	for (int d = 0; d < hd; d += 16) {
 		__m512 x[16];
 		for (int l = 0; l < 16; l++) {
@@ -577,11 +577,11 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 // float (f32) or, f16, as float products into a double that starts from
 // it.
 static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base, int np,
-                         int kvCols, size_t kvOff, int hd, float *o) {
+                         int kvCols, size_t kvOff, int hd, int far, float *o) {
 	// One run of cells close by sums its lanes in registers (pv_run16).
-	const int fast = nruns == 1 && !far_cells(runs, nruns, (size_t)kvCols * (half ? 2 : 4));
+	const int fast = nruns == 1 && !far;
 	pv_acc acc[64];
-	int nl = fast ? 0 : pv_lanes(acc, 64, v, half, p, runs, nruns, base, np, kvCols, kvOff, hd);
+	int nl = fast ? 0 : pv_lanes(acc, 64, v, half, p, runs, nruns, base, np, kvCols, kvOff, hd, far);
 	for (int d = 0; d < hd; d += 16) {
 		__mmask16 m = cols16(hd, d);
 		__m512 x[16];
@@ -669,10 +669,10 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 		}
 		float *o = out + (size_t)h * hd;
 		if (prefill) {
-			pv_tiny512(v, half, scores, runs, nruns, base, kvCols, kvOff, hd, o);
+			pv_tiny512(v, half, scores, runs, nruns, base, kvCols, kvOff, hd, far, o);
 			continue;
 		}
-		pv_vec512(v, half, scores, runs, nruns, base, np, kvCols, kvOff, hd, o);
+		pv_vec512(v, half, scores, runs, nruns, base, np, kvCols, kvOff, hd, far, o);
 	}
 }
 

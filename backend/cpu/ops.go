@@ -279,8 +279,13 @@ func (b *Backend) Add(dst, a, bt backend.Tensor, n int) {
 		simdAdd(ds, xs, ys)
 		return
 	}
-	for i := range ds {
-		ds[i] = xs[i] + ys[i]
+	addGo(ds, xs, ys)
+}
+
+// addGo is d[i] = x[i] + y[i], the portable path of Add.
+func addGo(d, x, y []float32) {
+	for i := range d {
+		d[i] = x[i] + y[i]
 	}
 }
 

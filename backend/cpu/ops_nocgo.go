@@ -24,8 +24,4 @@ func simdRoPE([]float32, int, int, int, int, []int32, int, float32, []float32, f
 	panic("cpu: SIMD RoPE not built")
 }
 
-func simdAdd(d, x, y []float32) {
-	for i := range d {
-		d[i] = x[i] + y[i]
-	}
-}
+func simdAdd(d, x, y []float32) { addGo(d, x, y) }

@@ -681,19 +681,25 @@ static A2 void quantize_q8_k_avx2(const float *x, int k, int8_t *q, float *d, in
 // round_f16 and round_bf16 round to F16 (BF16) and back, to nearest even,
 // bit for bit as dtype.RoundActivations: vcvtps2ph with an immediate
 // rounding mode, and for BF16 the reference's own integer rounding (NaN stays
-// a quiet NaN).
+// a quiet NaN). round_f16 stores the rounded floats where dst is not NULL
+// and their F16 bits where bits is not NULL (an f16 KV cache's rows: bits
+// alone).
 static A2 void round_f16(const float *x, float *dst, uint16_t *bits, size_t n) {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
-		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+		if (dst != NULL) {
+			_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+		}
 		if (bits != NULL) {
 			_mm_storeu_si128((__m128i *)(bits + i), h);
 		}
 	}
 	for (; i < n; i++) {
 		uint16_t h = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
-		dst[i] = _cvtsh_ss(h);
+		if (dst != NULL) {
+			dst[i] = _cvtsh_ss(h);
+		}
 		if (bits != NULL) {
 			bits[i] = h;
 		}
@@ -725,18 +731,8 @@ static A2 void round_bf16(const float *x, float *dst, size_t n) {
 	}
 }
 
-static A2 void to_f16(const float *x, uint16_t *h, size_t n) {
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		_mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-	}
-	for (; i < n; i++) {
-		h[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
-	}
-}
-
 void glint_to_f16(const float *x, uint16_t *h, size_t n) {
-	to_f16(x, h, n);
+	round_f16(x, NULL, h, n);
 }
 
 void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_t n) {
