@@ -560,7 +560,7 @@ static void matmat_chunk(int level, int order, int type, const float *x, const u
 
 void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
                   size_t rowBytes, glint_rows rows, float *dst, int m) {
-	for (int lo, hi; glint_claim(rows, &lo, &hi);) {
+	for (int lo, hi; glint_claim(&rows, &lo, &hi);) {
 		matmat_chunk(level, order, type, x, xh, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }
@@ -974,7 +974,7 @@ static Q4X8_MATMAT(matmat_q4x8_vnni, A3, q4x8_tile_vnni)
 
 void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
                           const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst, int m) {
-	for (int lo, hi; glint_claim(rows, &lo, &hi);) {
+	for (int lo, hi; glint_claim(&rows, &lo, &hi);) {
 		(level >= 3 ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }
@@ -2816,7 +2816,7 @@ static void matmat_q_chunk(int level, int type, const int8_t *q, const float *d,
 void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
                     const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst,
                     int m) {
-	for (int lo, hi; glint_claim(rows, &lo, &hi);) {
+	for (int lo, hi; glint_claim(&rows, &lo, &hi);) {
 		matmat_q_chunk(level, type, q, d, c, s, bs, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }

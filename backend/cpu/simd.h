@@ -10,27 +10,39 @@ int glint_simd_level(void);
 // glint_rows names the weight rows a matmul call computes: chunks of grain
 // rows, chunk c being rows lo + c·grain… (clipped to hi), each claimed from
 // the counter *next, which the threads of a run share, as the Go pool's
-// threads claim theirs (pool.go). A thread makes one cgo call per matmul
-// and the claim loop runs in C: one call per chunk let Go's sysmon retake
-// the P of every call past 20 µs, and with both Ps busy each retake started
-// a spinning thread that took a CPU from the kernels and moved goroutines
-// between threads (a 128-token Q8_0 8192×2048 on two threads: 190 GFLOP/s
-// in 4 chunks a thread, 210 in one).
+// threads claim theirs (pool.go). A call claims at most max_claims chunks, or
+// every one left where max_claims is 0: the claim loop runs in C, because Go's
+// sysmon takes the P of a cgo call it sees running across two of its ticks
+// (20 µs apart while anything runs), and with every P busy each such retake
+// starts a spinning thread that takes a CPU from the kernels and moves
+// goroutines between threads. So a long chunk (a prompt's) is best claimed
+// in the same call as the next (a 128-token Q8_0 8192×2048 on two threads:
+// 190 GFLOP/s in 4 chunks a thread, 210 in one call), and a decode's short
+// ones (~10 µs) one call each, which sysmon rarely sees twice (the 1B F16
+// file's decode on two threads, medians of 8 alternated runs: 92.3 → 86.1
+// ms a token at AVX2, 91.6 → 82.0 at AVX-512; sysmon woke 6150 times a
+// second, 9% of a CPU, with one call a matmul, and 910 with one a chunk).
 typedef struct {
 	int64_t *next;
-	int grain, lo, hi;
+	int grain, lo, hi, max_claims;
 } glint_rows;
 
 // glint_claim claims the next chunk of rows into lo…hi-1, or reports 0 when
-// none is left.
-static inline int glint_claim(glint_rows r, int *lo, int *hi) {
-	int64_t c = __atomic_fetch_add(r.next, 1, __ATOMIC_SEQ_CST);
-	int64_t l = r.lo + c * r.grain;
-	if (l >= r.hi) {
+// none is left or the call has claimed its max_claims.
+static inline int glint_claim(glint_rows *r, int *lo, int *hi) {
+	if (r->max_claims < 0) {
+		return 0;
+	}
+	if (r->max_claims > 0 && --r->max_claims == 0) {
+		r->max_claims = -1; // this claim is the call's last
+	}
+	int64_t c = __atomic_fetch_add(r->next, 1, __ATOMIC_SEQ_CST);
+	int64_t l = r->lo + c * r->grain;
+	if (l >= r->hi) {
 		return 0;
 	}
 	*lo = (int)l;
-	*hi = l + r.grain < r.hi ? (int)(l + r.grain) : r.hi;
+	*hi = l + r->grain < r->hi ? (int)(l + r->grain) : r->hi;
 	return 1;
 }
 

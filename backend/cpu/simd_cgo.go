@@ -25,23 +25,29 @@ func detectSIMD() simdLevel {
 }
 
 // simdRows runs this thread's share of the SIMD matmul t: the kernels
-// claim the task's chunks from t.next themselves (glint_rows in simd.h), so
-// that a thread makes one cgo call per matmul, not one per chunk. It
-// reports false, having done nothing, where the chunks go one by one
-// through matMulRows instead: the portable kernels, and AMX, which may
-// decline a chunk.
+// claim the task's chunks from t.next themselves (glint_rows in simd.h), a
+// prompt's all in one cgo call, a decode's one a call. It reports false,
+// having done nothing, where the chunks go one by one through matMulRows
+// instead: the portable kernels, and AMX, which may decline a chunk.
 func simdRows(t *task) bool {
 	if t.simd == simdOff || (t.act != nil && t.simd >= simdAMX && !t.x8 && amxApplies(t)) {
 		return false
 	}
 	rowBytes, _ := t.wt.RowBytes(t.k)
 	r := cRows(&t.next, t.grain, 0, t.total)
-	if t.act != nil {
-		matMatQ(t.simd, t, rowBytes, r)
-	} else {
-		matMat(t, rowBytes, r)
+	if t.n == 1 {
+		r.max_claims = 1
 	}
-	return true
+	for claims := int64(t.claims()); ; {
+		if t.act != nil {
+			matMatQ(t.simd, t, rowBytes, r)
+		} else {
+			matMat(t, rowBytes, r)
+		}
+		if r.max_claims == 0 || t.next.Load() >= claims {
+			return true
+		}
+	}
 }
 
 // cRows is glint_rows: chunks of grain rows from lo up to hi, each claimed
