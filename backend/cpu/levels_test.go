@@ -44,7 +44,8 @@ func matMulAt(t *testing.T, l simdLevel, threads int, dt dtype.Type, raw []byte,
 // an odd number of 32-blocks (Q4_0/Q8_0: partial 4-block groups) or below
 // the 128 where the 512-bit decode kernels start; float weights in both
 // flavours' orders, vec_dot's (rows not a multiple of 4, k with a
-// remainder) and tinyBLAS's. The level's own kernel
+// remainder, rows of 8 KiB and more, which a decode reads several at a
+// time) and tinyBLAS's. The level's own kernel
 // differs from the Go one in every accumulator layout, so equality here
 // means the summation order is defined, not incidental. The activations are
 // scaled per row over several orders of magnitude, so that the float64
@@ -56,9 +57,9 @@ func TestMatMulLevelsBitExact(t *testing.T) {
 	}
 	type shape struct{ m, k int }
 	shapes := map[dtype.Type][]shape{
-		dtype.F32:    {{45, 600}, {7, 37}, {48, 600}, {12, 1000}},
-		dtype.F16:    {{45, 600}, {33, 1000}, {48, 600}, {12, 1000}, {8, 72}},
-		dtype.BF16:   {{45, 600}, {5, 300}, {48, 600}, {12, 1000}},
+		dtype.F32:    {{45, 600}, {7, 37}, {48, 600}, {12, 1000}, {7, 2048}},
+		dtype.F16:    {{45, 600}, {33, 1000}, {48, 600}, {12, 1000}, {8, 72}, {10, 4096}, {5, 4100}},
+		dtype.BF16:   {{45, 600}, {5, 300}, {48, 600}, {12, 1000}, {6, 4096}},
 		dtype.Q8_0:   {{45, 608}, {13, 96}},
 		dtype.Q4_0:   {{45, 608}, {13, 96}, {70, 2048}, {64, 608}, {24, 96}, {72, 2048}},
 		dtype.Q6_K:   {{45, 768}, {9, 256}},
