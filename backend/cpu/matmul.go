@@ -25,6 +25,16 @@ const (
 	// decodeChunk is the bytes of weight rows a thread claims at a time in
 	// decode (see MatMulTransposed).
 	decodeChunk = 128 << 10
+	// decodeTokens is the most tokens a matmul chunks as a decode: one
+	// sequence's step, or a few sequences decoding together, whose extra
+	// tokens cost arithmetic on the weights' one pass. Their chunks also go
+	// one cgo call each (simdRows). Against prefill's larger chunks, two
+	// threads, 1B-shaped Q8_0 (generate batched-bench, three alternated
+	// runs): 8 sequences 143–155 → 115–122 ms a step, 4 and 2 within noise;
+	// 8192×2048 from memory, 2 tokens (BenchmarkKernelsDRAM): Q4_0
+	// 358–468 → 291–382 µs, Q8_0 962–1329 → 767–992, F16 1260–1712 →
+	// 1209–1236.
+	decodeTokens = 8
 	// prefillChunkMACs is the multiply-adds a thread claims at a time in a
 	// matmul of several tokens, a fraction of a millisecond on one core: a
 	// matmul ends when its last chunk does, so the other threads wait up to
@@ -91,7 +101,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	// rows, so chunks are whole tiles, and float prefill chunks are whole
 	// tiles of tinyBLAS's 4 rows (and 32-row panels for the cache).
 	t.grain = b.grainFor(m)
-	if n == 1 {
+	if n <= decodeTokens {
 		// Decode streams the weight once, at the speed memory delivers it.
 		// Threads claim chunks of about decodeChunk bytes in turn, as
 		// llama.cpp's threads take 64 rows at a time, so that they read

@@ -26,16 +26,17 @@ func detectSIMD() simdLevel {
 
 // simdRows runs this thread's share of the SIMD matmul t: the kernels
 // claim the task's chunks from t.next themselves (glint_rows in simd.h), a
-// prompt's all in one cgo call, a decode's one a call. It reports false,
-// having done nothing, where the chunks go one by one through matMulRows
-// instead: the portable kernels, and AMX, which may decline a chunk.
+// prompt's all in one cgo call, a decode's (decodeTokens) one a call. It
+// reports false, having done nothing, where the chunks go one by one
+// through matMulRows instead: the portable kernels, and AMX, which may
+// decline a chunk.
 func simdRows(t *task) bool {
 	if t.simd == simdOff || (t.act != nil && t.simd >= simdAMX && !t.x8 && amxApplies(t)) {
 		return false
 	}
 	rowBytes, _ := t.wt.RowBytes(t.k)
 	r := cRows(&t.next, t.grain, 0, t.total)
-	if t.n == 1 {
+	if t.n <= decodeTokens {
 		r.max_claims = 1
 	}
 	for claims := int64(t.claims()); ; {

@@ -175,7 +175,7 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 			m, k := shape[0], shape[1]
 			raw := backendtest.RandomWeight(b, rng, dt, m, k)
 			copies := total/len(raw) + 1
-			for _, c := range []struct{ n, threads int }{{1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {4, 2}} {
+			for _, c := range []struct{ n, threads int }{{1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {4, 2}, {2, 2}, {8, 2}} {
 				n := c.n
 				b.Run(fmt.Sprintf("%v/%dx%d/n=%d/t=%d", dt, m, k, n, c.threads), func(b *testing.B) {
 					runtime.LockOSThread() // a one-thread backend runs on the caller's thread
