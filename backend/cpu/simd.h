@@ -10,8 +10,8 @@ int glint_simd_level(void);
 // glint_rows names the weight rows a matmul call computes: chunks of grain
 // rows, chunk c being rows lo + c·grain… (clipped to hi), each claimed from
 // the counter *next, which the threads of a run share, as the Go pool's
-// threads claim theirs (pool.go). A call claims at most max_claims chunks, or
-// every one left where max_claims is 0: the claim loop runs in C, because Go's
+// threads claim theirs (pool.go). A call claims at most max_claims chunks
+// (a prompt's caller asks for all of them): the claim loop runs in C, because Go's
 // sysmon takes the P of a cgo call it sees running across two of its ticks
 // (20 µs apart while anything runs), and with every P busy each such retake
 // starts a spinning thread that takes a CPU from the kernels and moves
@@ -31,12 +31,10 @@ typedef struct {
 // glint_claim claims the next chunk of rows into lo…hi-1, or reports 0 when
 // none is left or the call has claimed its max_claims.
 static inline int glint_claim(glint_rows *r, int *lo, int *hi) {
-	if (r->max_claims < 0) {
+	if (r->max_claims <= 0) {
 		return 0;
 	}
-	if (r->max_claims > 0 && --r->max_claims == 0) {
-		r->max_claims = -1; // this claim is the call's last
-	}
+	r->max_claims--;
 	int64_t c = __atomic_fetch_add(r->next, 1, __ATOMIC_SEQ_CST);
 	int64_t l = r->lo + c * r->grain;
 	if (l >= r->hi) {

@@ -35,28 +35,30 @@ func simdRows(t *task) bool {
 		return false
 	}
 	rowBytes, _ := t.wt.RowBytes(t.k)
-	r := cRows(&t.next, t.grain, 0, t.total)
+	claims, perCall := t.claims(), t.claims()
 	if t.n <= decodeTokens {
-		r.max_claims = 1
+		perCall = 1
 	}
-	for claims := int64(t.claims()); ; {
+	r := cRows(&t.next, t.grain, 0, t.total, perCall)
+	for {
 		if t.act != nil {
 			matMatQ(t.simd, t, rowBytes, r)
 		} else {
 			matMat(t, rowBytes, r)
 		}
-		if r.max_claims == 0 || t.next.Load() >= claims {
+		if t.next.Load() >= int64(claims) {
 			return true
 		}
 	}
 }
 
 // cRows is glint_rows: chunks of grain rows from lo up to hi, each claimed
-// from next.
-func cRows(next *atomic.Int64, grain, lo, hi int) C.glint_rows {
+// from next, at most perCall of them a cgo call.
+func cRows(next *atomic.Int64, grain, lo, hi, perCall int) C.glint_rows {
 	// An atomic.Int64 is its int64 alone, which the C side adds to
 	// atomically.
-	return C.glint_rows{next: (*C.int64_t)(unsafe.Pointer(next)), grain: C.int(grain), lo: C.int(lo), hi: C.int(hi)}
+	return C.glint_rows{next: (*C.int64_t)(unsafe.Pointer(next)), grain: C.int(grain), lo: C.int(lo), hi: C.int(hi),
+		max_claims: C.int(perCall)}
 }
 
 // matMat computes the rows r names of every token of a matmul with float
@@ -77,7 +79,7 @@ func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
 		return
 	}
 	var next atomic.Int64
-	matMatQ(level, t, rowBytes, cRows(&next, hi-lo, lo, hi))
+	matMatQ(level, t, rowBytes, cRows(&next, hi-lo, lo, hi, 1))
 }
 
 // matMatQ computes the rows r names of every token of a matmul with
