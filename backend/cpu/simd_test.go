@@ -224,15 +224,17 @@ func benchActs(be *Backend, rng *rand.Rand, n, k, m int) (x, dst backend.Tensor,
 
 // BenchmarkKernelsPrefill times the matmul of a 128-token prompt by the
 // FFN's weights (up 8192×2048, down 2048×8192), the shapes that take most
-// of a prompt's time, on one thread and on two. GFLOP/s is over the
-// calling thread's CPU time at t=1 (Linux; else wall time), steadier than
-// ns/op where other work shares the cores, and over wall time at t=2. It
-// compares with ggml's MUL_MAT of the same m, n, k.
+// of a prompt's time, and attention's (2048×2048, 512×2048), on one thread
+// and on two. As in a model, the weights come from memory: each iteration
+// takes the next of several copies, together three times a 32 MiB L3.
+// GFLOP/s is over the calling thread's CPU time at t=1 (Linux; else wall
+// time), steadier than ns/op where other work shares the cores, and over
+// wall time at t=2. It compares with ggml's MUL_MAT of the same m, n, k.
 func BenchmarkKernelsPrefill(b *testing.B) {
 	const n = 128
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, dt := range []dtype.Type{dtype.F16, dtype.Q8_0, dtype.Q4_0, dtype.Q4_K} {
-		for _, shape := range [][2]int{{8192, 2048}, {2048, 8192}} {
+		for _, shape := range [][2]int{{8192, 2048}, {2048, 8192}, {2048, 2048}, {512, 2048}} {
 			m, k := shape[0], shape[1]
 			raw := backendtest.RandomWeight(b, rng, dt, m, k)
 			for _, threads := range []int{1, 2} {
@@ -241,19 +243,24 @@ func BenchmarkKernelsPrefill(b *testing.B) {
 					defer runtime.UnlockOSThread()
 					be := newAt(threads, defaultSIMD)
 					defer be.Close()
-					w, err := be.Weight("w", dt, []int{m, k}, raw)
-					if err != nil {
-						b.Fatal(err)
+					copies := (96<<20)/len(raw) + 1
+					ws := make([]backend.Tensor, copies)
+					for i := range ws {
+						w, err := be.Weight("w", dt, []int{m, k}, raw)
+						if err != nil {
+							b.Fatal(err)
+						}
+						ws[i] = w
 					}
 					x, dst, xs := benchActs(be, rng, n, k, m)
 					b.ResetTimer()
 					start := time.Now()
 					cpu0, ok := threadCPU()
-					for range b.N {
+					for i := range b.N {
 						// A new prompt each time, so the activations are
 						// rounded (quantised) again as in a real prefill.
 						_ = be.WriteF32(x, 0, xs)
-						be.MatMulTransposed(dst, x, w, n)
+						be.MatMulTransposed(dst, x, ws[i%copies], n)
 					}
 					ns := float64(time.Since(start).Nanoseconds())
 					if cpu1, ok1 := threadCPU(); ok && ok1 && threads == 1 {
