@@ -1260,97 +1260,124 @@ QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 		}                                                                                                     \
 	}
 
-// q8_tile_avx2 is tile_q8_0_avx2 (QTILEX's order) for prefill: R ≤ 2 rows ×
-// T ≤ 3 tokens. Each product's scale dw·dx is the same float32 multiply as
-// ggml's, but eight blocks' at a time (dw widened once per row pair, in
-// dwf), so that the multiply ports see only the two integer multiplies and
-// the multiply-add of each block; the scales then come as broadcasts from
-// memory, which cost no vector port. Each weight block's |w| is taken once
-// for the T tokens (8192×2048 × 128 tokens, one thread: 80 → 88 GFLOP/s).
-// 2 × 3 keeps the accumulators in registers (2 × 4 spilled two).
-INLINE A2 void q8_tile_avx2(int R, int T, const int8_t *q, const float *xd, int k, const uint8_t *w,
-                            size_t rowBytes, const float *dwf, float *dst, int m) {
-	__m256 acc[2][3];
-	float ds[2][3][8] __attribute__((aligned(32)));
-	UNROLL
-	for (int r = 0; r < 2; r++) {
-		UNROLL
-		for (int t = 0; t < 3; t++) acc[r][t] = _mm256_setzero_ps();
+// Q8TILE makes a prefill tile for Q8_0 in QTILEX's order: R ≤ RMAX rows ×
+// T ≤ TMAX tokens. Each product's scale dw·dx is the same float32 multiply
+// as ggml's, but eight blocks' at a time (dw widened once per tile of rows,
+// in dwf), so that the multiply ports see only the integer dot and the
+// multiply-add of each block; the scales then come as broadcasts from
+// memory, which cost no vector port (8192×2048 × 128 tokens, one thread, at
+// the AVX2 level: 80 → 88 GFLOP/s). wprep turns a weight block into what
+// dot takes once for the T tokens, xprep a token's block once for the R
+// rows, and dot(wp, w, x, xp) is one pair's eight int32 lanes.
+#define Q8TILE(name, attr, RMAX, TMAX, wprep, xprep, dot)                                                     \
+	INLINE attr void name(int R, int T, const int8_t *q, const float *xd, int k, const uint8_t *w,          \
+	                      size_t rowBytes, const float *dwf, float *dst, int m) {                          \
+		__m256 acc[RMAX][TMAX];                                                                           \
+		float ds[RMAX][TMAX][8] __attribute__((aligned(32)));                                             \
+		UNROLL                                                                                            \
+		for (int r = 0; r < RMAX; r++) {                                                                  \
+			UNROLL                                                                                        \
+			for (int t = 0; t < TMAX; t++) acc[r][t] = _mm256_setzero_ps();                               \
+		}                                                                                                 \
+		int nb = k / 32;                                                                                  \
+		for (int b0 = 0; b0 < nb; b0 += 8) {                                                              \
+			int bn = nb - b0 < 8 ? nb - b0 : 8;                                                           \
+			if (bn == 8) {                                                                                \
+				UNROLL                                                                                    \
+				for (int r = 0; r < R; r++) {                                                             \
+					__m256 dw = _mm256_loadu_ps(dwf + (size_t)r * nb + b0);                               \
+					UNROLL                                                                                \
+					for (int t = 0; t < T; t++) {                                                         \
+						_mm256_store_ps(ds[r][t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * nb + b0))); \
+					}                                                                                     \
+				}                                                                                         \
+			} else {                                                                                      \
+				for (int r = 0; r < R; r++) {                                                             \
+					for (int t = 0; t < T; t++) {                                                         \
+						for (int j = 0; j < bn; j++) {                                                    \
+							ds[r][t][j] = dwf[(size_t)r * nb + b0 + j] * xd[(size_t)t * nb + b0 + j];     \
+						}                                                                                 \
+					}                                                                                     \
+				}                                                                                         \
+			}                                                                                             \
+			for (int j = 0; j < bn; j++) {                                                                \
+				int b = b0 + j;                                                                           \
+				__m256i wv[RMAX], wp[RMAX];                                                               \
+				UNROLL                                                                                    \
+				for (int r = 0; r < R; r++) {                                                             \
+					wv[r] = _mm256_loadu_si256((const __m256i *)(w + r * rowBytes + (size_t)b * 34 + 2)); \
+					wp[r] = wprep(wv[r]);                                                                 \
+				}                                                                                         \
+				UNROLL                                                                                    \
+				for (int t = 0; t < T; t++) {                                                             \
+					__m256i xv = _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b));       \
+					__m256i xp = xprep(xv);                                                               \
+					UNROLL                                                                                \
+					for (int r = 0; r < R; r++) {                                                         \
+						__m256 f = _mm256_cvtepi32_ps(dot(wp[r], wv[r], xv, xp));                         \
+						acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[r][t][j]), f, acc[r][t]);     \
+					}                                                                                     \
+				}                                                                                         \
+			}                                                                                             \
+		}                                                                                                 \
+		UNROLL                                                                                            \
+		for (int r = 0; r < R; r++) {                                                                     \
+			UNROLL                                                                                        \
+			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = hsum8(acc[r][t]);                        \
+		}                                                                                                 \
 	}
-	int nb = k / 32;
-	for (int b0 = 0; b0 < nb; b0 += 8) {
-		int bn = nb - b0 < 8 ? nb - b0 : 8;
-		if (bn == 8) {
-			UNROLL
-			for (int r = 0; r < R; r++) {
-				__m256 dw = _mm256_loadu_ps(dwf + (size_t)r * nb + b0);
-				UNROLL
-				for (int t = 0; t < T; t++) {
-					_mm256_store_ps(ds[r][t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * nb + b0)));
-				}
-			}
-		} else {
-			for (int r = 0; r < R; r++) {
-				for (int t = 0; t < T; t++) {
-					for (int j = 0; j < bn; j++) ds[r][t][j] = dwf[(size_t)r * nb + b0 + j] * xd[(size_t)t * nb + b0 + j];
-				}
-			}
-		}
-		for (int j = 0; j < bn; j++) {
-			int b = b0 + j;
-			__m256i wv[2], aw[2];
-			UNROLL
-			for (int r = 0; r < R; r++) {
-				wv[r] = _mm256_loadu_si256((const __m256i *)(w + r * rowBytes + (size_t)b * 34 + 2));
-				aw[r] = _mm256_sign_epi8(wv[r], wv[r]);
-			}
-			UNROLL
-			for (int t = 0; t < T; t++) {
-				__m256i xv = _mm256_loadu_si256((const __m256i *)(q + (size_t)t * k + 32 * b));
-				UNROLL
-				for (int r = 0; r < R; r++) {
-					__m256i dp = madd1(_mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, wv[r])));
-					acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[r][t][j]), _mm256_cvtepi32_ps(dp), acc[r][t]);
-				}
-			}
-		}
-	}
-	UNROLL
-	for (int r = 0; r < R; r++) {
-		UNROLL
-		for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = hsum8(acc[r][t]);
-	}
-}
 
-// matmat_q8_avx2 runs q8_tile_avx2 over every row and token (prefill;
-// decode and a few tokens take matmat_q8_0_avx2's tiles, which read the
-// weights once for up to four tokens, as fast as memory delivers them).
-static A2 void matmat_q8_avx2(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,
-                              int lo, int hi, float *dst, int m) {
-	int nb = k / 32;
-	float dwf[2 * nb];
-	for (int o = lo; o < hi; o += 2) {
-		int R = hi - o < 2 ? hi - o : 2;
-		const uint8_t *wr = w + (size_t)o * rowBytes;
-		for (int r = 0; r < R; r++) {
-			for (int b = 0; b < nb; b++) dwf[r * nb + b] = f16tab[le16(wr + r * rowBytes + (size_t)b * 34)];
-		}
-		for (int t = 0; t < n; t += 3) {
-			int T = n - t < 3 ? n - t : 3;
-			const int8_t *qt = q + (size_t)t * k;
-			const float *dt = xd + (size_t)t * nb;
-			float *d = dst + (size_t)t * m + o;
-			switch (R * 8 + T) {
-			case 9: q8_tile_avx2(1, 1, qt, dt, k, wr, rowBytes, dwf, d, m); break;
-			case 10: q8_tile_avx2(1, 2, qt, dt, k, wr, rowBytes, dwf, d, m); break;
-			case 11: q8_tile_avx2(1, 3, qt, dt, k, wr, rowBytes, dwf, d, m); break;
-			case 17: q8_tile_avx2(2, 1, qt, dt, k, wr, rowBytes, dwf, d, m); break;
-			case 18: q8_tile_avx2(2, 2, qt, dt, k, wr, rowBytes, dwf, d, m); break;
-			default: q8_tile_avx2(2, 3, qt, dt, k, wr, rowBytes, dwf, d, m); break;
-			}
-		}
-	}
+// The AVX2 tile multiplies |w| by x with w's sign (see q80_corr_vnni); 2 × 3
+// keeps its accumulators in registers (2 × 4 spilled two). VNNI's takes w
+// offset to unsigned and subtracts the offset's share, per token.
+INLINE A2 __m256i q8_abs(__m256i w) { return _mm256_sign_epi8(w, w); }
+INLINE A2 __m256i q8_none(__m256i x) { return x; }
+INLINE A2 __m256i q8_dot_avx2(__m256i aw, __m256i w, __m256i x, __m256i xp) {
+	(void)xp;
+	return madd1(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)));
 }
+INLINE A3 __m256i q8_unsigned(__m256i w) { return _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)); }
+INLINE A3 __m256i q8_dot_vnni(__m256i uw, __m256i w, __m256i x, __m256i c) {
+	(void)w;
+	return _mm256_dpbusd_epi32(c, uw, x);
+}
+Q8TILE(q8_tile_avx2, A2, 2, 3, q8_abs, q8_none, q8_dot_avx2)
+Q8TILE(q8_tile_vnni, A3, 4, 4, q8_unsigned, q80_corr_vnni, q8_dot_vnni)
+
+#define Q8CASE(tile, R, T) \
+	case R * 8 + T: tile(R, T, qt, dt, k, wr, rowBytes, dwf, d, m); break;
+
+// Q8MATMAT runs a Q8TILE over every row and token (prefill; decode and a few
+// tokens take QMATMATX's tiles, which read the weights once for up to four
+// tokens, as fast as memory delivers them).
+#define Q8MATMAT(name, attr, tile, RMAX, TMAX, cases)                                                        \
+	static attr void name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, \
+	                      int lo, int hi, float *dst, int m) {                                                \
+		int nb = k / 32;                                                                                     \
+		float dwf[RMAX * nb];                                                                                \
+		for (int o = lo; o < hi; o += RMAX) {                                                                \
+			int R = hi - o < RMAX ? hi - o : RMAX;                                                           \
+			const uint8_t *wr = w + (size_t)o * rowBytes;                                                    \
+			for (int r = 0; r < R; r++) {                                                                    \
+				for (int b = 0; b < nb; b++) dwf[r * nb + b] = f16tab[le16(wr + r * rowBytes + (size_t)b * 34)]; \
+			}                                                                                                \
+			for (int t = 0; t < n; t += TMAX) {                                                              \
+				int T = n - t < TMAX ? n - t : TMAX;                                                         \
+				const int8_t *qt = q + (size_t)t * k;                                                        \
+				const float *dt = xd + (size_t)t * nb;                                                       \
+				float *d = dst + (size_t)t * m + o;                                                          \
+				switch (R * 8 + T) { cases }                                                                 \
+			}                                                                                                \
+		}                                                                                                    \
+	}
+Q8MATMAT(matmat_q8_avx2, A2, q8_tile_avx2, 2, 3,
+         Q8CASE(q8_tile_avx2, 1, 1) Q8CASE(q8_tile_avx2, 1, 2) Q8CASE(q8_tile_avx2, 1, 3)
+         Q8CASE(q8_tile_avx2, 2, 1) Q8CASE(q8_tile_avx2, 2, 2) Q8CASE(q8_tile_avx2, 2, 3))
+Q8MATMAT(matmat_q8_vnni, A3, q8_tile_vnni, 4, 4,
+         Q8CASE(q8_tile_vnni, 1, 1) Q8CASE(q8_tile_vnni, 1, 2) Q8CASE(q8_tile_vnni, 1, 3) Q8CASE(q8_tile_vnni, 1, 4)
+         Q8CASE(q8_tile_vnni, 2, 1) Q8CASE(q8_tile_vnni, 2, 2) Q8CASE(q8_tile_vnni, 2, 3) Q8CASE(q8_tile_vnni, 2, 4)
+         Q8CASE(q8_tile_vnni, 3, 1) Q8CASE(q8_tile_vnni, 3, 2) Q8CASE(q8_tile_vnni, 3, 3) Q8CASE(q8_tile_vnni, 3, 4)
+         Q8CASE(q8_tile_vnni, 4, 1) Q8CASE(q8_tile_vnni, 4, 2) Q8CASE(q8_tile_vnni, 4, 3) Q8CASE(q8_tile_vnni, 4, 4))
 
 QMATMATX(matmat_q5_0_avx2, A2, tile_q5_0_avx2, 2)
 QMATMATX(matmat_q4_1_avx2, A2, tile_q4_1_avx2, 2)
@@ -2781,12 +2808,12 @@ static void matmat_q_chunk(int level, int type, const int8_t *q, const float *d,
 		}
 		break;
 	case T_Q8_0:
-		if (level >= 3) {
+		// A few tokens (sequences decoding together) read the weights once
+		// in the tiles of four tokens.
+		if (n > 8) {
+			(level >= 3 ? matmat_q8_vnni : matmat_q8_avx2)(q, d, n, k, w, rowBytes, lo, hi, dst, m);
+		} else if (level >= 3) {
 			matmat_q8_0_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
-		} else if (n > 8) {
-			// A few tokens (sequences decoding together) read the weights
-			// once in the tiles of four tokens.
-			matmat_q8_avx2(q, d, n, k, w, rowBytes, lo, hi, dst, m);
 		} else {
 			matmat_q8_0_avx2(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);
 		}
