@@ -9,8 +9,10 @@
 #   ../shared/peers/build-llama.sh cpu .peer/llama.cpp-cpu).
 # TYPEs: Q4_0 Q8_0 F16 Q4_K_M by default; any llama-quantize type name.
 # Each round times, per type: glint decode (`generate -n TOKENS`, its Avg
-# TBT), glint prefill (a 128-token prompt: 128 / TTFT) and llama-bench
-# (`-p 128 -n TOKENS -r 1`: pp128 and tgTOKENS), glint first on even rounds
+# TBT), glint prefill (a 128-token prompt: 128 / TTFT, from `generate
+# report --runs 1`, which times a prompt after one that warms up, as
+# llama-bench does) and llama-bench (`-p 128 -n TOKENS -r 1`: pp128 and
+# tgTOKENS), glint first on even rounds
 # and llama.cpp first on odd ones. GLINT_CPU_SIMD picks glint's kernel level;
 # to stand in for an AVX2-only host on an AVX-512 one, run it with
 # GLINT_CPU_SIMD=avx2 GLINT_GGML_FLAVOR=avx2 against a peer built with
@@ -68,8 +70,9 @@ glint_run() {
 	level=$(sed -n 's/.*threads, \([a-z0-9]*\) kernels.*/\1/p' <<<"$out" | head -1)
 	flavour=$(sed -n 's/.*llama.cpp \([a-z0-9]*\) arithmetic.*/\1/p' <<<"$out" | head -1)
 	sed -n 's/^Avg TBT: \([0-9.]*\) ms.*/\1/p' <<<"$out" >>"$tmp/$1.gtbt"
-	out=$(bin/generate -m "$f" -b cpu -t "$threads" --prompt-ids "$ids" -n 1 --temp 0 2>&1 >/dev/null)
-	sed -n 's/^TTFT: \([0-9.]*\) ms.*/\1/p' <<<"$out" | awk '{printf "%.2f\n", 128000 / $1}' >>"$tmp/$1.gpp"
+	# As llama-bench does, one prompt warms up and the next is timed.
+	bin/generate report -b cpu -m "$f" -t "$threads" --prompt-ids "$ids" -n 2 --runs 1 --out "$tmp/report" 2>/dev/null |
+		awk -F"|" '$2 ~ /cpu/ {printf "%.2f\n", 128000 / $5}' >>"$tmp/$1.gpp"
 }
 
 # llama_run TYPE: appends llama-bench's TBT (ms) and pp128 speed (t/s).
