@@ -182,14 +182,7 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 					defer runtime.UnlockOSThread()
 					be := newAt(c.threads, defaultSIMD)
 					defer be.Close()
-					ws := make([]backend.Tensor, copies)
-					for i := range ws {
-						w, err := be.Weight("w", dt, []int{m, k}, raw)
-						if err != nil {
-							b.Fatal(err)
-						}
-						ws[i] = w
-					}
+					ws := weightCopies(b, be, dt, m, k, raw, copies)
 					x, dst, _ := benchActs(be, rng, n, k, m)
 					b.SetBytes(int64(len(raw)))
 					b.ResetTimer()
@@ -207,6 +200,20 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 			}
 		}
 	}
+}
+
+// weightCopies loads copies copies of the m×k weight raw of type dt, so that
+// a benchmark taking them in turn reads each from memory.
+func weightCopies(b *testing.B, be *Backend, dt dtype.Type, m, k int, raw []byte, copies int) []backend.Tensor {
+	ws := make([]backend.Tensor, copies)
+	for i := range ws {
+		w, err := be.Weight("w", dt, []int{m, k}, raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws[i] = w
+	}
+	return ws
 }
 
 // benchActs allocates a matmul's n×k activations, random in [-1, 1) and
@@ -243,15 +250,7 @@ func BenchmarkKernelsPrefill(b *testing.B) {
 					defer runtime.UnlockOSThread()
 					be := newAt(threads, defaultSIMD)
 					defer be.Close()
-					copies := (96<<20)/len(raw) + 1
-					ws := make([]backend.Tensor, copies)
-					for i := range ws {
-						w, err := be.Weight("w", dt, []int{m, k}, raw)
-						if err != nil {
-							b.Fatal(err)
-						}
-						ws[i] = w
-					}
+					ws := weightCopies(b, be, dt, m, k, raw, (96<<20)/len(raw)+1)
 					x, dst, xs := benchActs(be, rng, n, k, m)
 					b.ResetTimer()
 					start := time.Now()
@@ -260,7 +259,7 @@ func BenchmarkKernelsPrefill(b *testing.B) {
 						// A new prompt each time, so the activations are
 						// rounded (quantised) again as in a real prefill.
 						_ = be.WriteF32(x, 0, xs)
-						be.MatMulTransposed(dst, x, ws[i%copies], n)
+						be.MatMulTransposed(dst, x, ws[i%len(ws)], n)
 					}
 					ns := float64(time.Since(start).Nanoseconds())
 					if cpu1, ok1 := threadCPU(); ok && ok1 && threads == 1 {
