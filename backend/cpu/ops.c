@@ -319,12 +319,12 @@ INLINE A2 void pv_tiny8(const char *v, int vf16, size_t rowBytes, const float *s
 // elements apart, over the cells of runs (see glint_attention); s holds gb
 // rows of Ls = roundup8(L) floats, L the last cell seen less base. It
 // computes what attentionHeads in attention.go computes, in the same
-// order: the scores (attention.go's dot8, scores_tiny, or dot_vec8), the softmax in 8-cell blocks of
-// the row's view, each block's hsum8 added in double, then each output as
-// ggml_mul_mat(v, kq) sums it, vectorised across 8 outputs: one
-// accumulator per lane of tinyBLAS's 8 (pv_tiny8) or vec_dot's 4×8, a cell's
-// lane its offset from base, folded and reduced lane-wise as reduce8Fold
-// and hsum8 fold and reduce one output's.
+// order: the scores (dot8 in attention.go: scores_tiny here; or dot_vec8),
+// the softmax in 8-cell blocks of the row's view, each block's hsum8 added
+// in double, then each output as ggml_mul_mat(v, kq) sums it, vectorised
+// across 8 outputs: one accumulator per lane of tinyBLAS's 8 (pv_tiny8) or
+// vec_dot's 4×8, a cell's lane its offset from base, folded and reduced
+// lane-wise as reduce8Fold and hsum8 fold and reduce one output's.
 static A2 void attn_group(const float *q, const void *k, const void *v, int kf16, int vf16, float *out, float *s,
                           const int32_t *runs, int nruns, int base, int kvCols, int hd, int prefill, float scale,
                           float softcap, int gb) {
