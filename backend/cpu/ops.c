@@ -214,6 +214,14 @@ static inline void mask_gaps(float *s, const int32_t *runs, int nruns, int base,
 	}
 }
 
+// load8w is load8c of 8 whole values (f16 where half) at element i: without
+// load8c's partial-block path, whose stack copy kept the unrolled kernels'
+// accumulators out of registers.
+INLINE A2 __m256 load8w(const char *row, int half, int i) {
+	return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
+	            : _mm256_loadu_ps((const float *)row + i);
+}
+
 // scores_tiny is attn_group's scores for a prefill over an f16 K with hd a
 // multiple of 8 (tinyBLAS's dot8 for every head and cell), G heads at a
 // time and two cells at a time: each key block is converted once for the
@@ -239,8 +247,7 @@ INLINE A2 void scores_tiny(const float (*qr)[GLINT_ATTENTION_MAX_HEAD_DIM + 8], 
 				a0[g] = a1[g] = _mm256_setzero_ps();
 			}
 			for (int i = 0; i < hd; i += 8) {
-				__m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k0 + 2 * (size_t)i)));
-				__m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k1 + 2 * (size_t)i)));
+				__m256 x0 = load8w(k0, 1, i), x1 = load8w(k1, 1, i);
 				for (int g = 0; g < G; g++) {
 					__m256 qv = _mm256_loadu_ps(qr[g] + i);
 					a0[g] = _mm256_fmadd_ps(x0, qv, a0[g]);
@@ -255,12 +262,6 @@ INLINE A2 void scores_tiny(const float (*qr)[GLINT_ATTENTION_MAX_HEAD_DIM + 8], 
 			}
 		}
 	}
-}
-
-// load8w reads 8 whole cache values (f16 where half) at element i as floats.
-INLINE A2 __m256 load8w(const char *row, int half, int i) {
-	return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
-	            : _mm256_loadu_ps((const float *)row + i);
 }
 
 // pv_tiny8 is attn_group's outputs for a prefill (tinyBLAS's 8 lanes; hd a
@@ -819,7 +820,7 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 		}
 		double sum = 0;
 		for (int b0 = j0; b0 < L; b0 += 16) {
-			__mmask16 m = L - b0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (L - b0)) - 1);
+			__mmask16 m = cols16(L, b0);
 			__m512 e = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + b0), _mm512_set1_ps(mx)));
 			e = _mm512_maskz_mov_ps(m, e);
 			_mm512_mask_storeu_ps(scores + b0, m, e);
@@ -827,7 +828,7 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 		}
 		float inv = (float)(1 / sum);
 		for (int b0 = j0; b0 < L; b0 += 16) {
-			__mmask16 m = L - b0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (L - b0)) - 1);
+			__mmask16 m = cols16(L, b0);
 			__m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + b0), _mm512_set1_ps(inv));
 			_mm512_mask_storeu_ps(scores + b0, m, half ? round_f16_16(p) : p);
 		}

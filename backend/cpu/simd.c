@@ -1350,7 +1350,7 @@ Q8TILE(q8_tile_vnni, A3, 4, 4, q8_unsigned, q80_corr_vnni, q8_dot_vnni)
 // Q8MATMAT runs a Q8TILE over every row and token (prefill; decode and a few
 // tokens take QMATMATX's tiles, which read the weights once for up to four
 // tokens, as fast as memory delivers them).
-#define Q8MATMAT(name, attr, tile, RMAX, TMAX, cases)                                                        \
+#define Q8MATMAT(name, attr, RMAX, TMAX, cases)                                                        \
 	static attr void name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, \
 	                      int lo, int hi, float *dst, int m) {                                                \
 		int nb = k / 32;                                                                                     \
@@ -1370,10 +1370,10 @@ Q8TILE(q8_tile_vnni, A3, 4, 4, q8_unsigned, q80_corr_vnni, q8_dot_vnni)
 			}                                                                                                \
 		}                                                                                                    \
 	}
-Q8MATMAT(matmat_q8_avx2, A2, q8_tile_avx2, 2, 3,
+Q8MATMAT(matmat_q8_avx2, A2, 2, 3,
          Q8CASE(q8_tile_avx2, 1, 1) Q8CASE(q8_tile_avx2, 1, 2) Q8CASE(q8_tile_avx2, 1, 3)
          Q8CASE(q8_tile_avx2, 2, 1) Q8CASE(q8_tile_avx2, 2, 2) Q8CASE(q8_tile_avx2, 2, 3))
-Q8MATMAT(matmat_q8_vnni, A3, q8_tile_vnni, 4, 4,
+Q8MATMAT(matmat_q8_vnni, A3, 4, 4,
          Q8CASE(q8_tile_vnni, 1, 1) Q8CASE(q8_tile_vnni, 1, 2) Q8CASE(q8_tile_vnni, 1, 3) Q8CASE(q8_tile_vnni, 1, 4)
          Q8CASE(q8_tile_vnni, 2, 1) Q8CASE(q8_tile_vnni, 2, 2) Q8CASE(q8_tile_vnni, 2, 3) Q8CASE(q8_tile_vnni, 2, 4)
          Q8CASE(q8_tile_vnni, 3, 1) Q8CASE(q8_tile_vnni, 3, 2) Q8CASE(q8_tile_vnni, 3, 3) Q8CASE(q8_tile_vnni, 3, 4)
