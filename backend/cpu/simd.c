@@ -2808,9 +2808,9 @@ static void matmat_q_chunk(int level, int type, const int8_t *q, const float *d,
 		}
 		break;
 	case T_Q8_0:
-		// A few tokens (sequences decoding together) read the weights once
-		// in the tiles of four tokens.
-		if (n > 8) {
+		// A prompt takes the prefill tiles; a decode QMATMATX's, which read
+		// each weight block once for up to four tokens.
+		if (n > GLINT_DECODE_TOKENS) {
 			(level >= 3 ? matmat_q8_vnni : matmat_q8_avx2)(q, d, n, k, w, rowBytes, lo, hi, dst, m);
 		} else if (level >= 3) {
 			matmat_q8_0_vnni(0, q, d, s, n, k, w, rowBytes, lo, hi, dst, m);

@@ -7,6 +7,12 @@
 // AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
 int glint_simd_level(void);
 
+// GLINT_DECODE_TOKENS is the most tokens a matmul runs as a decode (Go's
+// decodeTokens, matmul.go, which simd_cgo.go checks against it): one
+// sequence's step, or a few sequences decoding together. Q8_0 weights take
+// longer ones through the prefill tiles (Q8MATMAT in simd.c).
+#define GLINT_DECODE_TOKENS 8
+
 // glint_rows names the weight rows a matmul call computes: chunks of grain
 // rows, chunk c being rows lo + c·grain… (clipped to hi), each claimed from
 // the counter *next, which the threads of a run share, as the Go pool's

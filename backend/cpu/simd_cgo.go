@@ -13,6 +13,13 @@ import (
 	"github.com/glint-llm/glint/dtype"
 )
 
+// The C kernels split decode from prompt at GLINT_DECODE_TOKENS: these two
+// constants fail to compile unless it is decodeTokens.
+const (
+	_ = uint(decodeTokens - C.GLINT_DECODE_TOKENS)
+	_ = uint(C.GLINT_DECODE_TOKENS - decodeTokens)
+)
+
 // The pointers passed below are to Go or mmap'd memory holding no Go
 // pointers and are not kept after the call, as the cgo rules require.
 
