@@ -94,13 +94,17 @@ inline float elem_bf16(global const uchar* row, int k) {
 // k mod W, W = 32 or 64, BF16 on AVX-512 32; then folded, reduced and the
 // elements past the last whole step added: F32 in float, F16 and BF16 in
 // float64), FS_TINY8/FS_TINY16 tinyBLAS (8 or 16 lanes over all of k,
-// reduced). Lanes sum by fused multiply-adds. fs_t holds one output's lanes
-// as float16s (lanes 16i…16i+15 in a[i]) or, for FS_TINY8, t.
+// reduced). Lanes sum by fused multiply-adds. FS_VECBF/FS_TINYBF are the
+// same of a build for a CPU with AVX512_BF16, which sums BF16 by vdpbf16ps:
+// a lane takes a pair of elements a step (fs_dp8). fs_t holds one output's
+// lanes as float16s (lanes 16i…16i+15 in a[i]) or, for FS_TINY8, t.
 
 #define FS_VEC8 0
 #define FS_VEC16 1
 #define FS_TINY8 2
 #define FS_TINY16 3
+#define FS_VECBF 4
+#define FS_TINYBF 5
 
 typedef struct {
 	float16 a[4];
@@ -114,7 +118,7 @@ inline void fs_zero(fs_t* f) {
 }
 
 inline int fs_width(int mode, bool bf16) {
-	return mode == FS_TINY8 ? 8 : mode == FS_TINY16 ? 16 : mode == FS_VEC16 && !bf16 ? 64 : 32;
+	return mode == FS_TINY8 ? 8 : mode == FS_TINY16 ? 16 : mode == FS_VEC16 && !bf16 || mode == FS_VECBF ? 64 : 32;
 }
 
 // fs_groups is how many 16-element groups of a row of K go to the lanes;
@@ -142,8 +146,32 @@ inline float8 fs_mad8(int kind, float8 w, float8 x, float8 a) {
 	return a + p;
 }
 
+// fs_ftz8 is v with subnormals flushed to zeros of their signs.
+inline float8 fs_ftz8(float8 v) {
+	return select(v, copysign((float8)0.0f, v), isless(fabs(v), (float8)FLT_MIN));
+}
+
+// fs_dp8 is vdpbf16ps on 8 lanes: lane j adds the products of elements
+// 2j+1 and then 2j of w and x, each by a fused multiply-add that takes
+// subnormals as zero and flushes a subnormal result to zero.
+inline float8 fs_dp8(float8 a, float16 w, float16 x) {
+	a = fs_ftz8(fma(fs_ftz8(w.odd), fs_ftz8(x.odd), fs_ftz8(a)));
+	return fs_ftz8(fma(fs_ftz8(w.even), fs_ftz8(x.even), a));
+}
+
 // fs_add adds group g's products into its lanes (kind: FS_KIND_T).
 inline void fs_add(fs_t* f, int mode, int kind, int g, float16 w, float16 x) {
+	if (mode == FS_VECBF || mode == FS_TINYBF) {
+		// A group's 8 pairs are one half of a 16-lane accumulator: the
+		// second of FS_VECBF's two takes each step's elements 32…63.
+		switch ((mode == FS_VECBF ? g & 3 : g & 1)) {
+		case 0: f->a[0].lo = fs_dp8(f->a[0].lo, w, x); break;
+		case 1: f->a[0].hi = fs_dp8(f->a[0].hi, w, x); break;
+		case 2: f->a[1].lo = fs_dp8(f->a[1].lo, w, x); break;
+		default: f->a[1].hi = fs_dp8(f->a[1].hi, w, x); break;
+		}
+		return;
+	}
 	if (mode == FS_TINY8) {
 		f->t = fs_mad8(kind, w.lo, x.lo, f->t);
 		f->t = fs_mad8(kind, w.hi, x.hi, f->t);
@@ -195,7 +223,7 @@ inline float fs_reduce16(float16 v) { return fs_hsum8(v.lo + v.hi); }
 			float8 t = from < K ? fs_mad8(kind, vload8(0, wa), vload8(0, xa), f->t) : f->t;    \
 			return fs_hsum8(t);                                                                \
 		}                                                                                      \
-		if (mode == FS_TINY16)                                                                 \
+		if (mode == FS_TINY16 || mode == FS_TINYBF)                                            \
 			return fs_reduce16(f->a[0]);                                                       \
 		att_acc sum;                                                                           \
 		float r;                                                                               \

@@ -290,7 +290,7 @@ func TestDecodeSplitInvariant(t *testing.T) {
 func dot(dt dtype.Type, x []float32, raw []byte, wf []float32) float32 {
 	var d [1]float32
 	t := &task{kind: kMatMul, dst: d[:], x: x, w: raw, y: wf, wt: dt, n: 1, k: len(x), m: 1,
-		sum: floatSumFor(ggml512, 1, len(x), 1)}
+		sum: floatSumFor(dt, 1, len(x), 1)}
 	matMulRows(t, 0, 1)
 	return d[0]
 }

@@ -23,11 +23,19 @@ import (
 
 // With its build's flavour glint's logits equal llama.cpp's to the bit on
 // the staged K-quant files and on Llama-3.2-1B-shaped K-quant files
-// (internal/peer). GLINT_GGML_FLAVOR=avx2 or avx512 selects a build's
-// arithmetic whatever the host (to compare with a peer built for another
-// CPU, or to test what other hosts run); without AVX-512 the AVX-512
+// (internal/peer). GLINT_GGML_FLAVOR=avx2, avx512 or avx512bf16 selects a
+// build's arithmetic whatever the host (to compare with a peer built for
+// another CPU, or to test what other hosts run); without AVX-512 the AVX-512
 // arithmetic runs in Go at every level.
-var ggml512 = flavour512(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD)
+//
+// A build for a CPU with AVX512_BF16 (Zen 4, Sapphire Rapids: what
+// GGML_NATIVE makes there) sums BF16 dot products by vdpbf16ps, in pairs of
+// elements (addPairs, kernels.go), where other builds widen them to float;
+// ggmlBF16 selects that arithmetic, a variant of the AVX-512 one.
+var (
+	ggml512  = flavour512(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD)
+	ggmlBF16 = flavourBF16(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD, hostBF16)
+)
 
 // flavour512 reports whether a GLINT_GGML_FLAVOR value on a host of level
 // host selects ggml's AVX-512 arithmetic.
@@ -35,29 +43,49 @@ func flavour512(env string, host simdLevel) bool {
 	switch env {
 	case "avx2":
 		return false
-	case "avx512":
+	case "avx512", "avx512bf16":
 		return true
 	}
 	return host >= simdAVX512
 }
 
+// flavourBF16 reports whether a GLINT_GGML_FLAVOR value on a host of level
+// host, with AVX512_BF16 or not (bf16), selects vdpbf16ps's BF16 sums.
+func flavourBF16(env string, host simdLevel, bf16 bool) bool {
+	switch env {
+	case "avx2", "avx512":
+		return false
+	case "avx512bf16":
+		return true
+	}
+	return host >= simdAVX512 && bf16
+}
+
 // Flavour names the llama.cpp CPU build whose arithmetic the backend's
-// attention and SiLU reproduce (see above): "avx512" or "avx2". The OpenCL
-// backend follows the same one.
+// attention, SiLU and float-weight matmuls reproduce (see above):
+// "avx512bf16", "avx512" or "avx2". The OpenCL backend follows the same one.
 func Flavour() string {
-	if ggml512 {
+	switch {
+	case ggmlBF16:
+		return "avx512bf16"
+	case ggml512:
 		return "avx512"
 	}
 	return "avx2"
 }
 
 // FloatOrder is the order (floatSum, kernels.go) in which the backend sums
-// a matmul of n tokens by m rows of k float weights, in the flavour's
-// build: other backends that give its bits take it (OpenCL's fs_t).
-func FloatOrder(n, k, m int) int { return int(floatSumFor(ggml512, n, k, m)) }
+// a matmul of n tokens by m rows of k float weights of type dt, in the
+// flavour's build: other backends that give its bits take it (OpenCL's
+// fs_t).
+func FloatOrder(dt dtype.Type, n, k, m int) int { return int(floatSumFor(dt, n, k, m)) }
 
 // simd512 reports whether the AVX-512 flavour's C kernels may run at level l.
 func simd512(l simdLevel) bool { return l > simdOff && hostSIMD >= simdAVX512 }
+
+// simdBF16 reports whether the C kernels that sum by vdpbf16ps may run at
+// level l.
+func simdBF16(l simdLevel) bool { return simd512(l) && hostBF16 }
 
 // expf512 is ggml's AVX-512 ggml_v_expf: the AVX2 version's polynomial
 // with its last term fused, scaled by 2^n (vscalefps, exact but for

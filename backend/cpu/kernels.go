@@ -63,13 +63,28 @@ const (
 	sumTiny8
 	// sumTiny16 is tinyBLAS on AVX-512: one 16-lane accumulator, reduce16'd.
 	sumTiny16
+	// sumVecBF16 is ggml_vec_dot_bf16 by vdpbf16ps (ggmlBF16): two 16-lane
+	// accumulators over 64-element steps, the first taking each step's
+	// elements 0…31 and the second 32…63, a pair of elements a lane
+	// (addPairs); each reduced and added in float64, then the elements past
+	// the last step.
+	sumVecBF16
+	// sumTinyBF16 is tinyBLAS by vdpbf16ps: one such 16-lane accumulator over
+	// 32-element steps, reduce16'd.
+	sumTinyBF16
 )
 
-// floatSumFor is the order llama.cpp's build of the flavour (wide: AVX-512)
-// takes for a matmul of n tokens by m rows of k elements.
-func floatSumFor(wide bool, n, k, m int) floatSum {
+// floatSumFor is the order llama.cpp's build of the flavour takes for a
+// matmul of n tokens by m rows of k elements of type dt.
+func floatSumFor(dt dtype.Type, n, k, m int) floatSum {
+	if dt == dtype.BF16 && ggml512 && ggmlBF16 {
+		if n >= 2 && k%32 == 0 && m%4 == 0 {
+			return sumTinyBF16
+		}
+		return sumVecBF16
+	}
 	kn, tiny, vec := 8, sumTiny8, sumVec8
-	if wide {
+	if ggml512 {
 		kn, tiny, vec = 16, sumTiny16, sumVec16
 	}
 	if n >= 2 && k%kn == 0 && m%4 == 0 {
@@ -79,13 +94,18 @@ func floatSumFor(wide bool, n, k, m int) floatSum {
 }
 
 // lanes is how many float lanes the order keeps for weight type dt: element
-// i of a row goes to lane i%lanes, up to the last whole step.
+// i of a row goes to lane i%lanes, up to the last whole step (the vdpbf16ps
+// orders: the elements of a step, which go to half as many lanes in pairs).
 func (s floatSum) lanes(dt dtype.Type) int {
 	switch s {
 	case sumTiny8:
 		return 8
 	case sumTiny16:
 		return 16
+	case sumTinyBF16:
+		return 32
+	case sumVecBF16:
+		return 64
 	case sumVec16:
 		if dt == dtype.BF16 {
 			return 32
@@ -102,7 +122,7 @@ func (s floatSum) finish(dt dtype.Type, acc *[64]float32, x, w []float32) float3
 	switch s {
 	case sumTiny8:
 		return hsum8(*(*[8]float32)(acc[:8]))
-	case sumTiny16:
+	case sumTiny16, sumTinyBF16:
 		return reduce16((*[16]float32)(acc[:16]))
 	case sumVec8:
 		var v [4][8]float32
@@ -122,7 +142,7 @@ func (s floatSum) finish(dt dtype.Type, acc *[64]float32, x, w []float32) float3
 		}
 		return tailF32(r, x, w)
 	}
-	if dt == dtype.BF16 {
+	if dt == dtype.BF16 { // sumVec16 or sumVecBF16
 		sum := float64(reduce16((*[16]float32)(acc[:16])))
 		sum += float64(reduce16((*[16]float32)(acc[16:32])))
 		return tailF64(sum, x, w)
@@ -170,6 +190,28 @@ func addLanes(acc *[64]float32, x, w []float32, lanes int, fused bool) {
 	for i, v := range x {
 		acc[i&(lanes-1)] += float32(v * w[i])
 	}
+}
+
+// addPairs is addLanes for the vdpbf16ps orders, over steps of width
+// elements (lanes): elements 2j and 2j+1 of a step go to lane j, the odd
+// one first, each by a fused multiply-add that takes subnormal inputs as
+// zero and flushes a subnormal result to zero, as vdpbf16ps does (checked
+// against the instruction on Zen 4: TestDotBF16SIMD).
+func addPairs(acc *[64]float32, x, w []float32, width int) {
+	w = w[:len(x)]
+	for i := 0; i+1 < len(x); i += 2 {
+		l := (i & (width - 1)) >> 1
+		a := ftz(fmaf(ftz(x[i+1]), ftz(w[i+1]), ftz(acc[l])))
+		acc[l] = ftz(fmaf(ftz(x[i]), ftz(w[i]), a))
+	}
+}
+
+// ftz is v with a subnormal flushed to a zero of its sign.
+func ftz(v float32) float32 {
+	if math.Float32bits(v)&0x7F800000 == 0 {
+		return math.Float32frombits(math.Float32bits(v) & 0x80000000)
+	}
+	return v
 }
 
 func bf16(lo, hi byte) float32 {

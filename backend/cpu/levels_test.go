@@ -225,3 +225,58 @@ func TestCopyToHalfLevels(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestDotBF16SIMD holds the vdpbf16ps kernels (the AVX512_BF16 flavour) to
+// the portable emulation's bits (addPairs) on BF16 weights and activations
+// that reach subnormals and a wide range of exponents, where the
+// instruction's flushing and the order of a pair's two products show: decode
+// and prefill shapes, a step's remainder (k = 600) and none (k = 640).
+func TestDotBF16SIMD(t *testing.T) {
+	if !hostBF16 {
+		t.Skip("the CPU has no AVX512_BF16")
+	}
+	defer func(a, b bool) { ggml512, ggmlBF16 = a, b }(ggml512, ggmlBF16)
+	ggml512, ggmlBF16 = true, true
+	rng := rand.New(rand.NewPCG(5, 17))
+	// wild is a BF16 value: now and then zero or subnormal, else with an
+	// exponent within 2^±8 of 2^e. Rows of weights and tokens of
+	// activations each take one e of 0, −60 and −66, so that some products
+	// and sums fall below float32's normal range and others do not.
+	wild := func(e int) uint16 {
+		sign, man := uint16(rng.IntN(2))<<15, uint16(rng.IntN(128))
+		switch rng.IntN(40) {
+		case 0:
+			return sign
+		case 1, 2:
+			return sign | man | 1 // subnormal
+		}
+		return sign | uint16(127+e-8+rng.IntN(17))<<7 | man
+	}
+	scales := []int{0, -60, -66}
+	for _, k := range []int{600, 640} {
+		const m = 12
+		raw := make([]byte, 2*m*k)
+		for i := 0; i < len(raw); i += 2 {
+			v := wild(scales[i/(2*k)%3])
+			raw[i], raw[i+1] = byte(v), byte(v>>8)
+		}
+		for _, n := range []int{1, 6, 13} {
+			x := make([]float32, n*k)
+			for i := range x {
+				x[i] = math.Float32frombits(uint32(wild(scales[i/k%3])) << 16)
+			}
+			want := matMulAt(t, simdOff, 1, dtype.BF16, raw, m, k, n, x)
+			for _, l := range simdLevels()[1:] {
+				if !simdBF16(l) {
+					continue
+				}
+				got := matMulAt(t, l, 2, dtype.BF16, raw, m, k, n, x)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v, k=%d, n=%d: dst[%d] = %g, portable %g", l, k, n, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

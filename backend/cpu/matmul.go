@@ -92,7 +92,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	}
 	t := &b.pool.task
 	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, xh: xh, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a,
-		sum: floatSumFor(ggml512, n, k, m), x8: wt.x8}
+		sum: floatSumFor(wt.dt, n, k, m), x8: wt.x8}
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd
 	}
@@ -210,7 +210,11 @@ func matMulRows(t *task, lo, hi int) {
 				whole := max(0, min(cl, np-c))
 				for i := range nt {
 					xs := t.x[(t0+i)*k+c:]
-					if whole > 0 {
+					switch {
+					case whole == 0:
+					case t.sum == sumVecBF16 || t.sum == sumTinyBF16:
+						addPairs(&acc[i], xs[:whole], wc, lanes)
+					default:
 						addLanes(&acc[i], xs[:whole], wc, lanes, fused)
 					}
 					if c+cl == k {

@@ -33,7 +33,7 @@ type acts struct {
 	s  []float32
 	bs []int16
 	f  []float32
-	h  []uint16 // F16 rows' bits as well, for the SIMD prefill tiles that read those
+	h  []uint16 // F16 or BF16 rows' bits as well, for the SIMD kernels that read those
 	n  int      // rows: more than one is a prefill, which ggml sums in another order
 }
 
@@ -67,7 +67,9 @@ func (a *acts) grow(at dtype.Type, n, k int, bits bool) {
 		if len(a.f) < n*k {
 			a.f = make([]float32, n*k)
 		}
-		if bits && at == dtype.F16 && n > 1 && len(a.h) < n*k {
+		// The SIMD prefill tiles for F16 read its bits, and the vdpbf16ps
+		// kernels BF16's.
+		if bits && (at == dtype.F16 && n > 1 || at == dtype.BF16 && ggmlBF16) && len(a.h) < n*k {
 			a.h = make([]uint16, n*k)
 		}
 		return

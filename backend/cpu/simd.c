@@ -35,6 +35,11 @@ static A2 void init_f16tab(void) {
 	}
 }
 
+int glint_has_bf16(void) {
+	__builtin_cpu_init();
+	return glint_simd_level() >= 2 && __builtin_cpu_supports("avx512bf16");
+}
+
 int glint_simd_level(void) {
 	__builtin_cpu_init();
 	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -71,6 +76,8 @@ int glint_simd_level(void) {
 #define S_VEC16 1
 #define S_TINY8 2
 #define S_TINY16 3
+#define S_VECBF 4
+#define S_TINYBF 5
 
 // pf_pass serves kernels that read R rows together, block by block (bb
 // bytes each, row r's block b at w + r·rowBytes + b·bb), by prefetching the
@@ -563,8 +570,130 @@ FLOAT_KERNELS16(float16_f16, T_F16)
 FLOAT_KERNELS16(float16_bf16, T_BF16)
 #undef FLOAT_KERNELS16
 
+// ---------------------------------------------------------------- AVX512_BF16: BF16 weights
+//
+// The orders of llama.cpp's build for a CPU with AVX512_BF16 (S_VECBF:
+// ggml_vec_dot_bf16; S_TINYBF: tinyBLAS<32>), which sum BF16 weights and
+// activations by vdpbf16ps: a lane takes a pair of elements a step, the odd
+// one first, each by a fused multiply-add that takes subnormals as zero
+// (addPairs in kernels.go). x is the activations' BF16 bits (Go's
+// acts.h). Only hosts with the instruction run these (simdBF16).
+
+INLINE float bf16f(uint16_t h) {
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+// bf16_vec_rows is ggml_vec_dot_bf16 for R ≤ 4 rows at w, rowBytes apart,
+// sharing each load of x.
+INLINE AB void bf16_vec_rows(int R, const uint16_t *x, int k, const uint8_t *w, size_t rowBytes, float *dst) {
+	__m512 a[4][2];
+	UNROLL
+	for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm512_setzero_ps();
+	int i = 0;
+	for (; i + 64 <= k; i += 64) {
+		__m512bh x0 = (__m512bh)_mm512_loadu_si512(x + i), x1 = (__m512bh)_mm512_loadu_si512(x + i + 32);
+		UNROLL
+		for (int r = 0; r < R; r++) {
+			const uint8_t *p = w + r * rowBytes + 2 * (size_t)i;
+			a[r][0] = _mm512_dpbf16_ps(a[r][0], (__m512bh)_mm512_loadu_si512(p), x0);
+			a[r][1] = _mm512_dpbf16_ps(a[r][1], (__m512bh)_mm512_loadu_si512(p + 64), x1);
+		}
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		double sum = _mm512_reduce_add_ps(a[r][0]);
+		sum += _mm512_reduce_add_ps(a[r][1]);
+		const uint8_t *p = w + r * rowBytes;
+		for (int j = i; j < k; j++) {
+			sum += (double)(bf16f(x[j]) * bf16f(le16(p + 2 * (size_t)j)));
+		}
+		dst[r] = (float)sum;
+	}
+}
+
+// bf16_tile is tinyBLAS<32>'s tile: RM ≤ 4 rows × RN ≤ 6 tokens, k a
+// multiple of 32.
+INLINE AB void bf16_tile(int RM, int RN, const uint16_t *x, int k, const uint8_t *w, size_t rowBytes, float *dst,
+                         int m) {
+	__m512 a[4][6];
+	UNROLL
+	for (int r = 0; r < RM; r++) {
+		UNROLL
+		for (int c = 0; c < RN; c++) a[r][c] = _mm512_setzero_ps();
+	}
+	for (int i = 0; i < k; i += 32) {
+		__m512bh xv[6];
+		UNROLL
+		for (int c = 0; c < RN; c++) xv[c] = (__m512bh)_mm512_loadu_si512(x + (size_t)c * k + i);
+		UNROLL
+		for (int r = 0; r < RM; r++) {
+			__m512bh wv = (__m512bh)_mm512_loadu_si512(w + r * rowBytes + 2 * (size_t)i);
+			UNROLL
+			for (int c = 0; c < RN; c++) a[r][c] = _mm512_dpbf16_ps(a[r][c], wv, xv[c]);
+		}
+	}
+	UNROLL
+	for (int r = 0; r < RM; r++) {
+		UNROLL
+		for (int c = 0; c < RN; c++) dst[(size_t)c * m + r] = _mm512_reduce_add_ps(a[r][c]);
+	}
+}
+
+// bf16_rows computes rows lo…hi-1 of every token in the order order.
+static AB void bf16_rows(int order, const uint16_t *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
+                         int hi, float *dst, int m) {
+	if (order == S_VECBF) {
+		// Long rows share x's loads, as vec_dot_rows16's (VEC16_ROWS).
+		const int R = rowBytes >= VEC16_ROWS ? 4 : 1;
+		for (int t = 0; t < n; t++) {
+			const uint16_t *xt = x + (size_t)t * k;
+			float *dt = dst + (size_t)t * m;
+			int o = lo;
+			for (; o + R <= hi; o += R) bf16_vec_rows(R, xt, k, w + (size_t)o * rowBytes, rowBytes, dt + o);
+			for (; o < hi; o++) bf16_vec_rows(1, xt, k, w + (size_t)o * rowBytes, rowBytes, dt + o);
+		}
+		return;
+	}
+	enum { RM = 4, RN = 6 };
+	for (int o = lo; o < hi; o += RM) {
+		const uint8_t *wo = w + (size_t)o * rowBytes;
+		float *d = dst + o;
+		int rm = hi - o < RM ? hi - o : RM, t = 0;
+		pf_spread pf = pf_spread_next(wo, rowBytes, RM, hi - o, n / RN + 1);
+		for (; t < n; t += RN) {
+			pf_spread_step(&pf);
+			int rn = n - t < RN ? n - t : RN;
+			const uint16_t *xt = x + (size_t)t * k;
+			float *dt = d + (size_t)t * m;
+			// Every case a constant tile, so its accumulators stay in
+			// registers.
+			switch ((rm == RM ? 8 : 0) + rn) {
+			case 1: for (int r = 0; r < rm; r++) bf16_tile(1, 1, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
+			case 2: for (int r = 0; r < rm; r++) bf16_tile(1, 2, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
+			case 3: for (int r = 0; r < rm; r++) bf16_tile(1, 3, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
+			case 4: for (int r = 0; r < rm; r++) bf16_tile(1, 4, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
+			case 5: for (int r = 0; r < rm; r++) bf16_tile(1, 5, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
+			case 6: for (int r = 0; r < rm; r++) bf16_tile(1, 6, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
+			case 9: bf16_tile(4, 1, xt, k, wo, rowBytes, dt, m); break;
+			case 10: bf16_tile(4, 2, xt, k, wo, rowBytes, dt, m); break;
+			case 11: bf16_tile(4, 3, xt, k, wo, rowBytes, dt, m); break;
+			case 12: bf16_tile(4, 4, xt, k, wo, rowBytes, dt, m); break;
+			case 13: bf16_tile(4, 5, xt, k, wo, rowBytes, dt, m); break;
+			default: bf16_tile(4, 6, xt, k, wo, rowBytes, dt, m); break;
+			}
+		}
+	}
+}
+
 static void matmat_chunk(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k,
                          const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
+	if (order == S_VECBF || order == S_TINYBF) {
+		bf16_rows(order, xh, n, k, w, rowBytes, lo, hi, dst, m);
+		return;
+	}
 	if (type == T_F16 && order == S_TINY8 && xh != NULL) {
 		x = (const float *)xh;
 		type = T_F16H;
@@ -736,7 +865,7 @@ static A2 void round_f16(const float *x, float *dst, uint16_t *bits, size_t n) {
 	}
 }
 
-static A2 void round_bf16(const float *x, float *dst, size_t n) {
+static A2 void round_bf16(const float *x, float *dst, uint16_t *bits, size_t n) {
 	const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
 	const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1), hi = _mm256_set1_epi32((int)0xFFFF0000u);
 	const __m256i quiet = _mm256_set1_epi32(0x400000);
@@ -746,7 +875,13 @@ static A2 void round_bf16(const float *x, float *dst, size_t n) {
 		__m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
 		__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
 		r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
-		_mm256_storeu_si256((__m256i *)(dst + i), _mm256_and_si256(r, hi));
+		r = _mm256_and_si256(r, hi);
+		_mm256_storeu_si256((__m256i *)(dst + i), r);
+		if (bits != NULL) {
+			__m256i h = _mm256_srli_epi32(r, 16);
+			_mm_storeu_si128((__m128i *)(bits + i),
+			                 _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+		}
 	}
 	for (; i < n; i++) {
 		uint32_t u;
@@ -758,6 +893,9 @@ static A2 void round_bf16(const float *x, float *dst, size_t n) {
 		}
 		u &= 0xFFFF0000u;
 		memcpy(dst + i, &u, 4);
+		if (bits != NULL) {
+			bits[i] = (uint16_t)(u >> 16);
+		}
 	}
 }
 
@@ -769,7 +907,7 @@ void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_
 	if (type == T_F16) {
 		round_f16(x, dst, bits, n);
 	} else {
-		round_bf16(x, dst, n);
+		round_bf16(x, dst, bits, n);
 	}
 }
 

@@ -40,6 +40,7 @@ func (l simdLevel) String() string {
 // compared on a machine that has them all.
 var (
 	hostSIMD    = detectSIMD()
+	hostBF16    = detectBF16() // AVX512_BF16 (vdpbf16ps), beside hostSIMD
 	defaultSIMD = func() simdLevel {
 		l, err := parseSIMD(os.Getenv("GLINT_CPU_SIMD"), hostSIMD)
 		if err != nil {

@@ -7,6 +7,10 @@
 // AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
 int glint_simd_level(void);
 
+// glint_has_bf16 is 1 where the CPU has AVX-512 (level ≥ 2) and
+// AVX512_BF16 (vdpbf16ps), 0 otherwise.
+int glint_has_bf16(void);
+
 // GLINT_DECODE_TOKENS is the most tokens a matmul runs as a decode (Go's
 // decodeTokens, matmul.go, which simd_cgo.go checks against it): one
 // sequence's step, or a few sequences decoding together. Q8_0 weights take
@@ -73,8 +77,8 @@ void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs
 void glint_quantize_q8_1(const float *x, int k, int8_t *q, float *d, float *s);
 
 // glint_round_act rounds n floats to F16 or BF16 (type) and back into dst,
-// as dtype.RoundActivations does, and (F16, bits not NULL) stores their F16
-// bits in bits.
+// as dtype.RoundActivations does, and (bits not NULL) stores their F16 or
+// BF16 bits in bits.
 void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_t n);
 
 // glint_to_f16 stores the F16 bits of n floats, rounded to nearest even as

@@ -23,6 +23,8 @@ const (
 // The pointers passed below are to Go or mmap'd memory holding no Go
 // pointers and are not kept after the call, as the cgo rules require.
 
+func detectBF16() bool { return C.glint_has_bf16() != 0 }
+
 func detectSIMD() simdLevel {
 	l := simdLevel(C.glint_simd_level())
 	if l == simdVBMI && hostAMX() {
@@ -40,6 +42,9 @@ func detectSIMD() simdLevel {
 func simdRows(t *task) bool {
 	if t.simd == simdOff || (t.act != nil && t.simd >= simdAMX && !t.x8 && amxApplies(t)) {
 		return false
+	}
+	if (t.sum == sumVecBF16 || t.sum == sumTinyBF16) && (!simdBF16(t.simd) || len(t.xh) < t.n*t.k) {
+		return false // the portable kernels emulate vdpbf16ps
 	}
 	rowBytes, _ := t.wt.RowBytes(t.k)
 	claims, perCall := t.claims(), t.claims()
@@ -122,7 +127,7 @@ func simdQuantize(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi int)
 	if at == dtype.F16 || at == dtype.BF16 {
 		if hi > lo && k > 0 {
 			var bits *C.uint16_t
-			if at == dtype.F16 && len(a.h) >= hi*k {
+			if len(a.h) >= hi*k {
 				bits = (*C.uint16_t)(unsafe.Pointer(&a.h[lo*k]))
 			}
 			C.glint_round_act(C.int(at), (*C.float)(unsafe.Pointer(&x[lo*k])), (*C.float)(unsafe.Pointer(&a.f[lo*k])), bits,

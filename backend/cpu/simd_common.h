@@ -18,6 +18,7 @@
 #define A2 __attribute__((target("avx2,fma,f16c")))
 #define A5 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define A3 __attribute__((target("avx512vnni,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define AB __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
 // UNROLL unrolls the loop after it fully. Put before every loop that indexes
 // an array of accumulators: GCC keeps such an array in registers only when

@@ -9,6 +9,8 @@ import "github.com/glint-llm/glint/dtype"
 
 func detectSIMD() simdLevel { return simdOff }
 
+func detectBF16() bool { return false }
+
 func simdRows(*task) bool { return false }
 
 func simdMatMatQ(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }

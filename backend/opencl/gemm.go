@@ -132,7 +132,7 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 		b.argLocal(k, a+1+i, l)
 	}
 	if !wt.dt.Quantized() {
-		b.argI32(k, a+1+s.nlocal, cpu.FloatOrder(n, in, out))
+		b.argI32(k, a+1+s.nlocal, cpu.FloatOrder(wt.dt, n, in, out))
 	}
 	groups := [3]int{(out + s.bm - 1) / s.bm * s.tx, (n + s.bn - 1) / s.bn * s.ty, 1}
 	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1}, moved)

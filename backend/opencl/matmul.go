@@ -160,16 +160,16 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		}
 		b.argLocal(k, a+1, local)
 		if wk.quant == nil {
-			b.argI32(k, a+2, cpu.FloatOrder(1, in, out))
+			b.argI32(k, a+2, cpu.FloatOrder(wt.dt, 1, in, out))
 		}
 		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
 		return
 	}
 	// Float weights sum in llama.cpp's order (cpu.FloatOrder), which keys
 	// and values over an f32 cache carry to the scores unrounded: mmc_T
-	// keeps tinyBLAS's lanes, mmt_T every order.
-	order := cpu.FloatOrder(n, in, out)
-	if !b.mat.cpu || (!wt.dt.Quantized() && (order < fsTiny8 || in%16 != 0)) {
+	// keeps tinyBLAS's float lanes, mmt_T every order.
+	order := cpu.FloatOrder(wt.dt, n, in, out)
+	if !b.mat.cpu || (!wt.dt.Quantized() && (order != fsTiny8 && order != fsTiny16 || in%16 != 0)) {
 		b.launchMMT(wk, wt, d, xArgs, in, out, n, moved)
 		return
 	}
@@ -186,9 +186,12 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1}, moved)
 }
 
-// fsTiny8 must match FS_TINY8 in weights.cl: the first of tinyBLAS's
-// orders (FS_TINY8, FS_TINY16) among cpu.FloatOrder's.
-const fsTiny8 = 2
+// fsTiny8 and fsTiny16 must match FS_TINY8 and FS_TINY16 in weights.cl:
+// tinyBLAS's orders in float lanes among cpu.FloatOrder's.
+const (
+	fsTiny8  = 2
+	fsTiny16 = 3
+)
 
 // lanesRecord must match LREC in quant.cl: the ints mvq_T keeps per unit.
 const lanesRecord = 20

@@ -353,7 +353,7 @@ func open(d device, v variant) (*Backend, error) {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
 	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, v: c.v, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, lanes: 8}
-	if cpu.Flavour() == "avx512" {
+	if cpu.Flavour() != "avx2" {
 		b.lanes = 16
 	}
 	if err := b.init(v.cpu); err != nil {

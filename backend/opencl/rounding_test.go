@@ -11,6 +11,7 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/backendtest"
+	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
 )
 
@@ -407,6 +408,7 @@ func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 		r := rt{t, b}
 		for _, dt := range []dtype.Type{dtype.F16, dtype.BF16} {
 			at := dt.ActivationType()
+			paired := dt == dtype.BF16 && cpu.Flavour() == "avx512bf16"
 			// Identity: K = 85 has five 16-element groups, which the
 			// matrix-vector kernel rounds as vectors and which hold every
 			// special value for n = 1, and a tail it rounds one by one.
@@ -434,6 +436,11 @@ func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 				want := make([]float32, n*K)
 				dtype.RoundActivations(at, want, x)
 				for i := range want {
+					// vdpbf16ps (the AVX512_BF16 flavour's BF16 sums) takes
+					// subnormals as zero in its 64-element steps.
+					if paired && i%K < K&^63 && math.Abs(float64(want[i])) < 0x1p-126 {
+						want[i] = 0
+					}
 					if got[i] != want[i] {
 						t.Errorf("variant %d %v identity n=%d: x=%g (%#08x) read as %g, want %g", vi, dt, n, x[i], math.Float32bits(x[i]), got[i], want[i])
 					}
