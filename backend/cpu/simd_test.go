@@ -240,7 +240,7 @@ func benchActs(be *Backend, rng *rand.Rand, n, k, m int) (x, dst backend.Tensor,
 func BenchmarkKernelsPrefill(b *testing.B) {
 	const n = 128
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, dt := range []dtype.Type{dtype.F16, dtype.Q8_0, dtype.Q4_0, dtype.Q4_K} {
+	for _, dt := range []dtype.Type{dtype.F16, dtype.BF16, dtype.Q8_0, dtype.Q4_0, dtype.Q4_K} {
 		for _, shape := range [][2]int{{8192, 2048}, {2048, 8192}, {2048, 2048}, {512, 2048}} {
 			m, k := shape[0], shape[1]
 			raw := backendtest.RandomWeight(b, rng, dt, m, k)
