@@ -93,6 +93,9 @@ func floatSumFor(dt dtype.Type, n, k, m int) floatSum {
 	return vec
 }
 
+// paired reports whether the order sums by vdpbf16ps, in pairs (addPairs).
+func (s floatSum) paired() bool { return s == sumVecBF16 || s == sumTinyBF16 }
+
 // lanes is how many float lanes the order keeps for weight type dt: element
 // i of a row goes to lane i%lanes, up to the last whole step (the vdpbf16ps
 // orders: the elements of a step, which go to half as many lanes in pairs).

@@ -212,7 +212,7 @@ func matMulRows(t *task, lo, hi int) {
 					xs := t.x[(t0+i)*k+c:]
 					switch {
 					case whole == 0:
-					case t.sum == sumVecBF16 || t.sum == sumTinyBF16:
+					case t.sum.paired():
 						addPairs(&acc[i], xs[:whole], wc, lanes)
 					default:
 						addLanes(&acc[i], xs[:whole], wc, lanes, fused)

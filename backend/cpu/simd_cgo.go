@@ -43,7 +43,7 @@ func simdRows(t *task) bool {
 	if t.simd == simdOff || (t.act != nil && t.simd >= simdAMX && !t.x8 && amxApplies(t)) {
 		return false
 	}
-	if (t.sum == sumVecBF16 || t.sum == sumTinyBF16) && (!simdBF16(t.simd) || len(t.xh) < t.n*t.k) {
+	if t.sum.paired() && (!simdBF16(t.simd) || len(t.xh) < t.n*t.k) {
 		return false // the portable kernels emulate vdpbf16ps
 	}
 	rowBytes, _ := t.wt.RowBytes(t.k)
