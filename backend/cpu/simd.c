@@ -37,7 +37,7 @@ static A2 void init_f16tab(void) {
 
 int glint_has_bf16(void) {
 	__builtin_cpu_init();
-	return glint_simd_level() >= 2 && __builtin_cpu_supports("avx512bf16");
+	return __builtin_cpu_supports("avx512bf16");
 }
 
 int glint_simd_level(void) {
@@ -453,49 +453,51 @@ INLINE A5 void tiny_tile16(int RM, int RN, int type, const float *x, int k, cons
 	}
 }
 
-// tiny_rows16 is tiny_rows over tiny_tile16's 4 × 6 tiles.
-INLINE A5 void tiny_rows16(int type, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                           float *dst, int m) {
-	enum { RM = 4, RN = 6 };
-	for (int o = lo; o < hi; o += RM) {
-		const uint8_t *wo = w + (size_t)o * rowBytes;
-		float *d = dst + o;
-		int rm = hi - o < RM ? hi - o : RM, t = 0;
-		pf_spread pf = pf_spread_next(wo, rowBytes, RM, hi - o, n / RN + 1);
-		for (; t + RN <= n; t += RN) {
-			pf_spread_step(&pf);
-			const float *xt = x + (size_t)t * k;
-			float *dt = d + (size_t)t * m;
-			if (rm == RM) {
-				tiny_tile16(RM, RN, type, xt, k, wo, rowBytes, dt, m);
-			} else {
-				for (int r = 0; r < rm; r++) {
-					tiny_tile16(1, RN, type, xt, k, wo + r * rowBytes, rowBytes, dt + r, m);
-				}
-			}
-		}
-		// The last tokens, fewer than RN, in one narrower tile (see
-		// tiny_rows).
-		int R = rm == RM ? RM : 1;
-		for (int r = 0; t < n && r < rm; r += R) {
-			const float *xt = x + (size_t)t * k;
-			const uint8_t *wr = wo + r * rowBytes;
-			float *dt = d + (size_t)t * m + r;
-			switch (R * 8 + n - t) {
-			case 9: tiny_tile16(1, 1, type, xt, k, wr, rowBytes, dt, m); break;
-			case 10: tiny_tile16(1, 2, type, xt, k, wr, rowBytes, dt, m); break;
-			case 11: tiny_tile16(1, 3, type, xt, k, wr, rowBytes, dt, m); break;
-			case 12: tiny_tile16(1, 4, type, xt, k, wr, rowBytes, dt, m); break;
-			case 13: tiny_tile16(1, 5, type, xt, k, wr, rowBytes, dt, m); break;
-			case 33: tiny_tile16(4, 1, type, xt, k, wr, rowBytes, dt, m); break;
-			case 34: tiny_tile16(4, 2, type, xt, k, wr, rowBytes, dt, m); break;
-			case 35: tiny_tile16(4, 3, type, xt, k, wr, rowBytes, dt, m); break;
-			case 36: tiny_tile16(4, 4, type, xt, k, wr, rowBytes, dt, m); break;
-			default: tiny_tile16(4, 5, type, xt, k, wr, rowBytes, dt, m); break;
-			}
-		}
+// TINY_ROWS16 makes tiny_rows over a 4 × 6 tile of 512-bit vectors (tile:
+// tiny_tile16, bf16_tile; XT the activations' element type).
+#define TINY_ROWS16(name, attr, XT, tile)                                                                     \
+	INLINE attr void name(int type, const XT *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, \
+	                      float *dst, int m) {                                                                \
+		enum { RM = 4, RN = 6 };                                                                           \
+		for (int o = lo; o < hi; o += RM) {                                                                \
+			const uint8_t *wo = w + (size_t)o * rowBytes;                                                  \
+			float *d = dst + o;                                                                            \
+			int rm = hi - o < RM ? hi - o : RM, t = 0;                                                     \
+			pf_spread pf = pf_spread_next(wo, rowBytes, RM, hi - o, n / RN + 1);                           \
+			for (; t + RN <= n; t += RN) {                                                                 \
+				pf_spread_step(&pf);                                                                       \
+				const XT *xt = x + (size_t)t * k;                                                          \
+				float *dt = d + (size_t)t * m;                                                             \
+				if (rm == RM) {                                                                            \
+					tile(RM, RN, type, xt, k, wo, rowBytes, dt, m);                                        \
+				} else {                                                                                   \
+					for (int r = 0; r < rm; r++) {                                                         \
+						tile(1, RN, type, xt, k, wo + r * rowBytes, rowBytes, dt + r, m);                  \
+					}                                                                                      \
+				}                                                                                          \
+			}                                                                                              \
+			/* The last tokens, fewer than RN, in one narrower tile (see tiny_rows). */                    \
+			int R = rm == RM ? RM : 1;                                                                     \
+			for (int r = 0; t < n && r < rm; r += R) {                                                     \
+				const XT *xt = x + (size_t)t * k;                                                          \
+				const uint8_t *wr = wo + r * rowBytes;                                                     \
+				float *dt = d + (size_t)t * m + r;                                                         \
+				switch (R * 8 + n - t) {                                                                   \
+				case 9: tile(1, 1, type, xt, k, wr, rowBytes, dt, m); break;                               \
+				case 10: tile(1, 2, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 11: tile(1, 3, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 12: tile(1, 4, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 13: tile(1, 5, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 33: tile(4, 1, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 34: tile(4, 2, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 35: tile(4, 3, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				case 36: tile(4, 4, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				default: tile(4, 5, type, xt, k, wr, rowBytes, dt, m); break;                              \
+				}                                                                                          \
+			}                                                                                              \
+		}                                                                                                  \
 	}
-}
+TINY_ROWS16(tiny_rows16, A5, float, tiny_tile16)
 
 // vec_rows16 is vec_rows for S_VEC16 (F32 and F16): R ≤ 4 rows share each
 // load of the activations, four 16-lane accumulators each.
@@ -615,9 +617,10 @@ INLINE AB void bf16_vec_rows(int R, const uint16_t *x, int k, const uint8_t *w, 
 }
 
 // bf16_tile is tinyBLAS<32>'s tile: RM ≤ 4 rows × RN ≤ 6 tokens, k a
-// multiple of 32.
-INLINE AB void bf16_tile(int RM, int RN, const uint16_t *x, int k, const uint8_t *w, size_t rowBytes, float *dst,
-                         int m) {
+// multiple of 32 (type: T_BF16, as tiny_tile16's).
+INLINE AB void bf16_tile(int RM, int RN, int type, const uint16_t *x, int k, const uint8_t *w, size_t rowBytes,
+                         float *dst, int m) {
+	(void)type;
 	__m512 a[4][6];
 	UNROLL
 	for (int r = 0; r < RM; r++) {
@@ -642,6 +645,8 @@ INLINE AB void bf16_tile(int RM, int RN, const uint16_t *x, int k, const uint8_t
 	}
 }
 
+TINY_ROWS16(bf16_tiny_rows, AB, uint16_t, bf16_tile)
+
 // bf16_rows computes rows lo…hi-1 of every token in the order order.
 static AB void bf16_rows(int order, const uint16_t *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                          int hi, float *dst, int m) {
@@ -657,35 +662,7 @@ static AB void bf16_rows(int order, const uint16_t *x, int n, int k, const uint8
 		}
 		return;
 	}
-	enum { RM = 4, RN = 6 };
-	for (int o = lo; o < hi; o += RM) {
-		const uint8_t *wo = w + (size_t)o * rowBytes;
-		float *d = dst + o;
-		int rm = hi - o < RM ? hi - o : RM, t = 0;
-		pf_spread pf = pf_spread_next(wo, rowBytes, RM, hi - o, n / RN + 1);
-		for (; t < n; t += RN) {
-			pf_spread_step(&pf);
-			int rn = n - t < RN ? n - t : RN;
-			const uint16_t *xt = x + (size_t)t * k;
-			float *dt = d + (size_t)t * m;
-			// Every case a constant tile, so its accumulators stay in
-			// registers.
-			switch ((rm == RM ? 8 : 0) + rn) {
-			case 1: for (int r = 0; r < rm; r++) bf16_tile(1, 1, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
-			case 2: for (int r = 0; r < rm; r++) bf16_tile(1, 2, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
-			case 3: for (int r = 0; r < rm; r++) bf16_tile(1, 3, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
-			case 4: for (int r = 0; r < rm; r++) bf16_tile(1, 4, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
-			case 5: for (int r = 0; r < rm; r++) bf16_tile(1, 5, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
-			case 6: for (int r = 0; r < rm; r++) bf16_tile(1, 6, xt, k, wo + r * rowBytes, rowBytes, dt + r, m); break;
-			case 9: bf16_tile(4, 1, xt, k, wo, rowBytes, dt, m); break;
-			case 10: bf16_tile(4, 2, xt, k, wo, rowBytes, dt, m); break;
-			case 11: bf16_tile(4, 3, xt, k, wo, rowBytes, dt, m); break;
-			case 12: bf16_tile(4, 4, xt, k, wo, rowBytes, dt, m); break;
-			case 13: bf16_tile(4, 5, xt, k, wo, rowBytes, dt, m); break;
-			default: bf16_tile(4, 6, xt, k, wo, rowBytes, dt, m); break;
-			}
-		}
-	}
+	bf16_tiny_rows(T_BF16, x, n, k, w, rowBytes, lo, hi, dst, m);
 }
 
 static void matmat_chunk(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k,

@@ -7,8 +7,8 @@
 // AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
 int glint_simd_level(void);
 
-// glint_has_bf16 is 1 where the CPU has AVX-512 (level ≥ 2) and
-// AVX512_BF16 (vdpbf16ps), 0 otherwise.
+// glint_has_bf16 is 1 where the CPU has AVX512_BF16 (vdpbf16ps), 0
+// otherwise.
 int glint_has_bf16(void);
 
 // GLINT_DECODE_TOKENS is the most tokens a matmul runs as a decode (Go's

@@ -23,7 +23,8 @@ const (
 // The pointers passed below are to Go or mmap'd memory holding no Go
 // pointers and are not kept after the call, as the cgo rules require.
 
-func detectBF16() bool { return C.glint_has_bf16() != 0 }
+// detectBF16 reports AVX512_BF16 on a host whose kernels run AVX-512.
+func detectBF16() bool { return hostSIMD >= simdAVX512 && C.glint_has_bf16() != 0 }
 
 func detectSIMD() simdLevel {
 	l := simdLevel(C.glint_simd_level())
