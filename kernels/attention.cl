@@ -147,13 +147,13 @@ inline att_mode att_mode_of(bool wide, bool prefill, bool khalf, int D, int G, i
 	return m;
 }
 
-// att_dot_tail_f32 adds vec_dot's remainder, elements np…D-1, to r: on
-// AVX2 as gcc compiles ggml's loop (the products of whole 4-element groups
-// rounded and added in order, the rest by fused multiply-adds), on AVX-512
-// by fused multiply-adds.
+// att_dot_tail_f32 adds vec_dot's remainder, elements np…D-1, to r as gcc
+// compiles ggml's loop: the products of whole 4-element (AVX2) or
+// 8-element (AVX-512) groups rounded and added in order, the rest by fused
+// multiply-adds.
 inline float att_dot_tail_f32(local const float* lq, global const float* kr, int np, int D, float r, bool avx2) {
 #pragma OPENCL FP_CONTRACT OFF
-	int i = np, n4 = avx2 ? np + ((D - np) & ~3) : np;
+	int i = np, n4 = np + ((D - np) & (avx2 ? ~3 : ~7));
 	for (; i < n4; i++) {
 		float p = kr[i] * lq[i];
 		r = r + p;
@@ -574,6 +574,7 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 	inline float att_out_##KT##_##VT(local const float* lacc,                 \
 			local const float* ls, global const KV_##VT* vb, ulong kvStride,   \
 			int D, int d, att_mode m, int c0, int c1) {                        \
+		_Pragma("OPENCL FP_CONTRACT OFF");                                     \
 		int W = m.W, G = m.G;                                                  \
 		if (!m.exact)                                                          \
 			return att_sum(lacc, G, D, d);                                     \
@@ -592,10 +593,12 @@ inline void att_part_queries(global const int* rows, global const int* cells,
 			if (p == 0.0f)                                                     \
 				continue;                                                      \
 			float v = vel_##VT(vb, (ulong)c * kvStride + d);                   \
+			/* F32: rounded products (the remainder is 32 cells, whole */   \
+			/* 8-element groups of vec_dot's AVX-512 tail). */                \
 			if (KHALF_##VT)                                                    \
 				s = att_add(s, v * p);                                         \
 			else                                                               \
-				r = fma(v, p, r);                                              \
+				r = r + v * p;                                                 \
 		}                                                                      \
 		return KHALF_##VT ? att_round(s) : r;                                  \
 	}                                                                          \

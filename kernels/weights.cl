@@ -202,6 +202,22 @@ inline float fs_reduce8(float8 v) {
 // fs_reduce16 is gcc's _mm512_reduce_add_ps.
 inline float fs_reduce16(float16 v) { return fs_hsum8(v.lo + v.hi); }
 
+// fs_tail_f32 adds ggml_vec_dot_f32's remainder, elements from…K-1, to r as
+// gcc compiles its loop: the products of whole groups (4 elements in the
+// AVX2 build, 8 in the AVX-512 one) rounded and added in order, the rest by
+// fused multiply-adds.
+inline float fs_tail_f32(float r, global const uchar* row, global const float* x, int from, int K, int group) {
+#pragma OPENCL FP_CONTRACT OFF
+	int whole = from + ((K - from) & -group), k = from;
+	for (; k < whole; k++) {
+		float p = elem_f32(row, k) * x[k];
+		r = r + p;
+	}
+	for (; k < K; k++)
+		r = fma(elem_f32(row, k), x[k], r);
+	return r;
+}
+
 // FS_KIND_T: 0 F32 (its remainder in float), 1 F16, 2 BF16.
 #define FS_KIND_f32 0
 #define FS_KIND_f16 1
@@ -233,27 +249,16 @@ inline float fs_reduce16(float16 v) { return fs_hsum8(v.lo + v.hi); }
 				sum = att_acc_of(fs_hsum8(c));                                                 \
 			} else {                                                                           \
 				r = fs_reduce8(c);                                                             \
-				if (kind == 0) {                                                               \
-					int n4 = from + ((K - from) & ~3), k = from;                               \
-					for (; k < n4; k++) {                                                      \
-						float p = elem_##T(row, k) * x[k];                                     \
-						r = r + p;                                                             \
-					}                                                                          \
-					for (; k < K; k++)                                                         \
-						r = fma(elem_##T(row, k), x[k], r);                                    \
-					return r;                                                                  \
-				}                                                                              \
+				if (kind == 0)                                                                 \
+					return fs_tail_f32(r, row, x, from, K, 4);                                 \
 				sum = att_acc_of(r);                                                           \
 			}                                                                                  \
 		} else if (kind == 2) {                                                                \
 			sum = att_add(att_acc_of(fs_reduce16(f->a[0])), fs_reduce16(f->a[1]));             \
 		} else {                                                                               \
 			r = fs_reduce16((f->a[0] + f->a[2]) + (f->a[1] + f->a[3]));                        \
-			if (kind == 0) {                                                                   \
-				for (int k = from; k < K; k++)                                                 \
-					r = fma(elem_##T(row, k), x[k], r);                                        \
-				return r;                                                                      \
-			}                                                                                  \
+			if (kind == 0)                                                                     \
+				return fs_tail_f32(r, row, x, from, K, 8);                                     \
 			sum = att_acc_of(r);                                                           \
 		}                                                                                      \
 		for (int k = from; k < K; k++)                                                         \

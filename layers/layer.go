@@ -53,6 +53,13 @@ type State struct {
 // (kvcache.Cache.Begin), at the positions in ws.Pos, updating the residual
 // stream ws.X in place: the decoder block, step by step.
 func (l *Layer) Forward(s *State, il, n int) {
+	l.attention(s, il, n)
+	l.feedForward(s, n)
+}
+
+// attention is the block's steps 1–6: the attention of the n tokens,
+// appending their keys and values to layer il's cache, into ws.Out.
+func (l *Layer) attention(s *State, il, n int) {
 	b, c, ws := s.B, &s.C, s.WS
 	// 1. x̂ = RMSNorm(x)·g_attn
 	s.norm(ws.XNorm, ws.X, l.AttnNorm, l.AttnNormB, n)
@@ -84,6 +91,13 @@ func (l *Layer) Forward(s *State, il, n int) {
 	if l.AttnPostNorm != nil {
 		b.RMSNorm(ws.Out, ws.Out, l.AttnPostNorm, n, c.RMSEps)
 	}
+}
+
+// feedForward is the block's steps 7–11 over the first n rows of the
+// residual stream ws.X and the attention's output ws.Out; each row is its
+// own (no step mixes rows).
+func (l *Layer) feedForward(s *State, n int) {
+	b, c, ws := s.B, &s.C, s.WS
 	// 7. x = x + o
 	b.Add(ws.X, ws.X, ws.Out, n)
 	// 8. x̂ = RMSNorm(x)·g_ffn

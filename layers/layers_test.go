@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
@@ -225,5 +226,71 @@ func TestContextOverflow(t *testing.T) {
 	}
 	if err := m.Logits(1, make([]float32, m.Vocab())); err == nil {
 		t.Error("Logits of an output the last Decode did not have")
+	}
+}
+
+// A batch's last layer runs its feed-forward on the rows that want logits
+// only, moved to the front first (as llama.cpp's inp_out_ids): wherever the
+// outputs sit, each must get the logits it gets when every row is an
+// output and nothing moves. The patterns put runs of outputs after other
+// rows, so that a run moves over rows it overlaps, and the batch splits
+// into parts of 4 (one with no output at all). Every part with outputs
+// multiplies at least two rows, so the float sums take one order either
+// way and the logits must be equal to the bit. On the CPU and every OpenCL
+// device.
+func TestOutputRowsAnywhere(t *testing.T) {
+	t.Run("cpu", func(t *testing.T) {
+		b := cpu.New(2)
+		defer b.Close()
+		testOutputRowsAnywhere(t, b)
+	})
+	cltest.Run(t, func(t *testing.T, d opencl.DeviceInfo) { testOutputRowsAnywhere(t, cltest.New(t, d)) })
+}
+
+func testOutputRowsAnywhere(t *testing.T, b backend.Backend) {
+	ids := []int32{5, 9, 2, 7, 3, 8, 1, 4}
+	for _, typ := range []string{"F32", "Q8_0"} {
+		path := synthModel(t, "tiny", typ)
+		run := func(t *testing.T, b backend.Backend, pattern string) [][]float32 {
+			m := openSeqs(t, b, path, layers.Options{Context: 64, Batch: 4, MaxOutputs: 4})
+			batch := engine.Batch(0, 0, ids)
+			for i := range batch {
+				batch[i].Output = pattern[i] == 'o'
+			}
+			if err := m.Decode(batch); err != nil {
+				t.Fatal(err)
+			}
+			var rows [][]float32
+			for o := range strings.Count(pattern, "o") {
+				row := make([]float32, m.Vocab())
+				if err := m.Logits(o, row); err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, row)
+			}
+			return rows
+		}
+		for _, pattern := range []string{".oo..oo.", "....o.oo", ".o.o.oo."} {
+			t.Run(typ+"/"+pattern, func(t *testing.T) {
+				// Parts of 4 rows: each part's outputs, all of them output.
+				var want [][]float32
+				for p := 0; p < len(ids); p += 4 {
+					all := run(t, b, strings.Repeat(".", p)+"oooo"+strings.Repeat(".", len(ids)-p-4))
+					for i, row := range all {
+						if pattern[p+i] == 'o' {
+							want = append(want, row)
+						}
+					}
+				}
+				got := run(t, b, pattern)
+				for o := range want {
+					for j := range want[o] {
+						if math.Float32bits(got[o][j]) != math.Float32bits(want[o][j]) {
+							t.Fatalf("output %d, logit %d: %g, want %g (every row an output)", o, j, got[o][j], want[o][j])
+						}
+					}
+				}
+			})
+		}
 	}
 }

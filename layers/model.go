@@ -236,6 +236,39 @@ func (m *Model) free(b backend.Backend) {
 	m.weights = nil
 }
 
+// keepOutputs moves the rows of part that want logits to the front of the
+// residual stream ws.X and the attention's output ws.Out, in order, and
+// returns how many there are.
+func (s *State) keepOutputs(part []engine.Item) int {
+	k := 0
+	for i := 0; i < len(part); {
+		if !part[i].Output {
+			i++
+			continue
+		}
+		e := i + 1
+		for e < len(part) && part[e].Output {
+			e++
+		}
+		s.moveRows(k, i, e-i)
+		k += e - i
+		i = e
+	}
+	return k
+}
+
+// moveRows moves rows from…from+count-1 of ws.X and ws.Out to row to ≤
+// from, in pieces no longer than the shift, so that no copy overlaps its
+// source.
+func (s *State) moveRows(to, from, count int) {
+	d := s.C.NEmbd
+	for c, step := 0, from-to; step > 0 && c < count; c += step {
+		r := min(step, count-c)
+		s.B.CopySlice(s.WS.X, (to+c)*d, s.WS.X, (from+c)*d, r*d)
+		s.B.CopySlice(s.WS.Out, (to+c)*d, s.WS.Out, (from+c)*d, r*d)
+	}
+}
+
 // Config returns the model's hyper-parameters.
 func (m *Model) Config() model.Config { return m.s.C }
 
@@ -313,22 +346,20 @@ func (m *Model) Decode(batch []engine.Item) error {
 			return fmt.Errorf("layers: %w", err)
 		}
 		m.embed(n)
-		for il := range m.Layers {
+		last := len(m.Layers) - 1
+		for il := range m.Layers[:last] {
 			m.Layers[il].Forward(s, il, n)
 		}
-		// Gather the hidden states of the outputs, a run of rows at a time.
-		for i := 0; i < n; {
-			if !part[i].Output {
-				i++
-				continue
-			}
-			e := i + 1
-			for e < n && part[e].Output {
-				e++
-			}
-			b.CopySlice(s.WS.Hidden, out*c.NEmbd, s.WS.X, i*c.NEmbd, (e-i)*c.NEmbd)
-			out += e - i
-			i = e
+		// The last layer's feed-forward runs on the rows that give logits
+		// only, as llama.cpp's does (inp_out_ids): the others' would be
+		// wasted, and a matmul of fewer rows sums in another order (one
+		// row: vec_dot's, not tinyBLAS's), which llama.cpp's logits carry.
+		m.Layers[last].attention(s, last, n)
+		k := s.keepOutputs(part)
+		if k > 0 {
+			m.Layers[last].feedForward(s, k)
+			b.CopySlice(s.WS.Hidden, out*c.NEmbd, s.WS.X, 0, k*c.NEmbd)
+			out += k
 		}
 		start += n
 	}

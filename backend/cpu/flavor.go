@@ -120,8 +120,7 @@ func reduce16(v *[16]float32) float32 {
 // dotVec512 is ggml_vec_dot_f16 (half: x and y hold f16 values) or
 // ggml_vec_dot_f32 on AVX-512: four 16-lane accumulators over 64-element
 // steps, folded 0+2, 1+3, 0+1 and reduced; then the remaining elements,
-// added in float64 (f16) or by fused multiply-adds in float32 (f32, as gcc
-// contracts ggml's sumf += x·y).
+// added in float64 (f16) or in float32 as tail512 does.
 func dotVec512(x, y []float32, half bool) float32 {
 	y = y[:len(x)]
 	np := len(x) &^ 63
@@ -137,12 +136,20 @@ func dotVec512(x, y []float32, half bool) float32 {
 }
 
 // tail512 folds and reduces vec_dot's four accumulators and adds the
-// elements past the last 64-element step.
+// elements past the last 64-element step: for f16 their (exact) products
+// in float64; for f32 as gcc compiles ggml_vec_dot_f32's sumf += x·y in the
+// AVX-512 build, where it multiplies 16 and then 8 elements at a time
+// (vmulps) and adds the rounded products in order, contracting only the
+// last len%8 into fused multiply-adds (tail512Rounded).
 func tail512(s *[4][16]float32, x, y []float32, half bool) float32 {
 	r := reduce16Fold(s)
 	if !half {
-		for i, v := range x {
-			r = fmaf(v, y[i], r)
+		n8 := tail512Rounded(len(x))
+		for i, v := range x[:n8] {
+			r += float32(v * y[i])
+		}
+		for i := n8; i < len(x); i++ {
+			r = fmaf(x[i], y[i], r)
 		}
 		return r
 	}
@@ -293,10 +300,12 @@ func vColumnDot(t *task, p []float32, runs []int32, base, col, kvCols, nkv int, 
 	}
 	res := reduce16Fold(&s)
 	sum := float64(res)
+	// The view's remainder, 0 or 32 cells, is whole 8-element chunks, so an
+	// F32 V adds its every product rounded (tail512).
 	for r := 0; r < len(runs); r += 2 {
 		for j := max(int(runs[r]), base+np); j < int(runs[r+1]); j++ {
 			if t.vh == nil {
-				res = fmaf(v(j), p[j-base], res)
+				res += float32(v(j) * p[j-base])
 			} else {
 				sum += float64(v(j) * p[j-base])
 			}
@@ -307,6 +316,11 @@ func vColumnDot(t *task, p []float32, runs []int32, base, col, kvCols, nkv int, 
 	}
 	return float32(sum)
 }
+
+// tail512Rounded is how many of the n elements past ggml_vec_dot_f32's
+// last 64-element step the AVX-512 build adds as rounded products (the
+// rest, fewer than 8, by fused multiply-adds).
+func tail512Rounded(n int) int { return n &^ 7 }
 
 // reduce16Fold folds vec_dot's four accumulators (0+2, 1+3, 0+1) and
 // reduces the result.

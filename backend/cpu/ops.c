@@ -535,7 +535,14 @@ INLINE A5 float dot_vec512(const void *k, int half, const float *q, int n) {
 	}
 	float r = fold_reduce(s);
 	if (!half) {
-		for (int i = np; i < n; i++) {
+		// tail512: the products of whole 8-element chunks rounded, the rest fused.
+		int n8 = np + ((n - np) & ~7), i = np;
+		__m128 acc = _mm_set_ss(r);
+		for (; i < n8; i++) {
+			acc = _mm_add_ss(acc, _mm_mul_ss(_mm_set_ss(at1(k, 0, i)), _mm_set_ss(q[i])));
+		}
+		r = _mm_cvtss_f32(acc);
+		for (; i < n; i++) {
 			r = fma1(at1(k, 0, i), q[i], r);
 		}
 		return r;
@@ -685,9 +692,9 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 // pv_vec512 is a decode row's o[d] = Σ_j p_j·V_j[d], d < hd, in
 // ggml_vec_dot_f16/f32's order (vColumnDot): the cells before base + np in
 // 4×16 lanes (lane (j − base) % 64), folded and reduced as fold_reduce,
-// then the cells from there one by one, by fused multiply-adds into the
-// float (f32) or, f16, as float products into a double that starts from
-// it.
+// then the cells from there one by one as float products, f32 added to the
+// float (tail512: the view's remainder, 0 or 32 cells, is whole 8-element
+// chunks), f16 to a double that starts from it.
 static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base, int np,
                          int kvCols, size_t kvOff, int hd, int far, float *o) {
 	// One run of cells close by sums its lanes in registers (pv_run16).
@@ -712,11 +719,12 @@ static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t 
 			int j = runs[2 * r] > base + np ? runs[2 * r] : base + np;
 			for (; j < runs[2 * r + 1]; j++) {
 				__m512 vj = load16m(v, half, (size_t)j * kvCols + kvOff + d, m), pj = _mm512_set1_ps(p[j - base]);
+				__m512 pr = _mm512_mul_ps(vj, pj);
+				__asm__("" : "+v"(pr)); // rounded: kept from contraction
 				if (!half) {
-					res = _mm512_fmadd_ps(vj, pj, res);
+					res = _mm512_add_ps(res, pr);
 					continue;
 				}
-				__m512 pr = _mm512_mul_ps(vj, pj);
 				lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
 				hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(pr, 1)));
 			}
@@ -789,7 +797,6 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 	int group = heads / kvHeads, kvCols = kvHeads * hd;
 	int tiny = prefill && hd % 16 == 0;
 	int L = runs[2 * nruns - 1] - base, j0 = (runs[0] - base) & ~15;
-	int np = nkv & ~63;
 	float qr[GLINT_ATTENTION_MAX_HEAD_DIM];
 	const size_t es = half ? 2 : 4, kpf = (size_t)ATTN_PF_512 * kvCols * es;
 	const int far = far_cells(runs, nruns, (size_t)kvCols * es);
@@ -837,7 +844,7 @@ A5 void glint_attention512(const float *q, const void *k, const void *v, int hal
 			pv_tiny512(v, half, scores, runs, nruns, base, kvCols, kvOff, hd, far, o);
 			continue;
 		}
-		pv_vec512(v, half, scores, runs, nruns, base, np, kvCols, kvOff, hd, far, o);
+		pv_vec512(v, half, scores, runs, nruns, base, nkv & ~63, kvCols, kvOff, hd, far, o);
 	}
 }
 

@@ -190,7 +190,12 @@ INLINE A2 float finish(int order, int type, const __m256 *a, const float *x, con
 	if (type == T_F16) {
 		return tail_f64(r, type, x, w, np, k);
 	}
-	for (int i = np; i < k; i++) {
+	// tail512: the products of whole 8-element chunks rounded, the rest fused.
+	int n8 = np + ((k - np) & ~7), i = np;
+	for (; i < n8; i++) {
+		r += rounded(x[i] * at1(type, w, i));
+	}
+	for (; i < k; i++) {
 		r = __builtin_fmaf(x[i], at1(type, w, i), r);
 	}
 	return r;

@@ -2,7 +2,6 @@ package peer_test
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -42,30 +41,16 @@ var peerFiles = []string{
 // AVX2 and AVX-512 hosts alike: on each, the CPU backend's attention and
 // SiLU follow the llama.cpp build native to the host and OpenCL gives the
 // CPU's bits (backend/cpu/flavor.go), so what remains is in ops that no
-// flavour touches. Measured on an AVX2 host; for AVX-512 hosts, the CPU
-// runs measured there and OpenCL's logits equal to the CPU's under
-// GLINT_GGML_FLAVOR=avx512 on every quantised file over an f16 cache; what
-// an AVX-512 host misses besides is in knownGaps512.
+// flavour touches. Measured on AVX2 and Zen 4 (AVX-512) hosts. The last
+// AVX-512 entries, stories260K's F32 weights over an f16 cache (75% of
+// steps within 2e-3), were ggml_vec_dot_f32's remainder, whose products
+// that build rounds in whole groups of 8, and a prompt's last layer, whose
+// feed-forward llama.cpp runs on the output rows only.
 var knownGaps = map[string]string{
 	// Empty. The last entry, llama3-tiny-F16 over an f32 cache on OpenCL
 	// (83% of steps within 2e-3), was prefill on a CPU device summing F16
 	// weights in 16 lanes of its own (mmc_T), not llama.cpp's tinyBLAS
 	// order: keys and values an ulp off reach the scores unrounded.
-}
-
-// knownGaps512 are the further runs that miss the bar where glint gives
-// llama.cpp's AVX-512 arithmetic (cpu.Flavour, the native build on an
-// AVX-512 host), measured on a Zen 4 host.
-var knownGaps512 = map[string]string{
-	// 75% of steps within 2e-3 (worst 0.0053), the same before and after the
-	// CPU work of 2026-11-27 and on every backend; bit-exact under the AVX2
-	// arithmetic against an AVX2 build. Over an f32 cache every step is
-	// ~4e-6 off (the Q8_0 and Q4_0 files: 0), so some float sum of this
-	// file (dim 64, head 8: an F32-weight matmul or the attention) runs in
-	// another order than the AVX-512 build's, and the f16 cache's roundings
-	// amplify it. Not found yet.
-	"stories260K/stories260K.gguf/cpu/f16":    "F32 weights over an f16 cache, AVX-512 arithmetic",
-	"stories260K/stories260K.gguf/opencl/f16": "F32 weights over an f16 cache, AVX-512 arithmetic (the CPU's bits)",
 }
 
 // TestTeacherForcedVsLlamaCpp compares glint's logits with llama.cpp's,
@@ -86,11 +71,6 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 	}
 	prompt := "Sam found a shiny"
 	const steps = 24
-	gaps := knownGaps
-	if cpu.Flavour() != "avx2" {
-		gaps = maps.Clone(knownGaps)
-		maps.Copy(gaps, knownGaps512)
-	}
 	for _, rel := range peerFiles {
 		path := shared.Models(t, rel)
 		for _, be := range peerBackends(t) {
@@ -98,7 +78,7 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 				name := fmt.Sprintf("%s/%s/%s", rel, be.backend, ct)
 				t.Run(fmt.Sprintf("%s/%s/%s", rel, be.name, ct), func(t *testing.T) {
 					within, mean, _ := forcedVsPeer(t, dir, path, prompt, be, ct, steps)
-					holdToBar(t, within, mean, gaps, name)
+					holdToBar(t, within, mean, knownGaps, name)
 				})
 			}
 		}
