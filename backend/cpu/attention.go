@@ -336,14 +336,7 @@ func dotVec8(x, y []float32, half bool) float32 {
 		}
 		return float32(sum)
 	}
-	n4 := np + (len(x)-np)&^3
-	for i := np; i < n4; i++ {
-		r += float32(x[i] * y[i])
-	}
-	for i := n4; i < len(x); i++ {
-		r = fmaf(x[i], y[i], r)
-	}
-	return r
+	return tailF32(r, x[np:], y[np:], 4)
 }
 
 // dot8 is llamafile's tinyBLAS dot product on AVX2 (len(x) a multiple of

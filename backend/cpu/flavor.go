@@ -137,21 +137,11 @@ func dotVec512(x, y []float32, half bool) float32 {
 
 // tail512 folds and reduces vec_dot's four accumulators and adds the
 // elements past the last 64-element step: for f16 their (exact) products
-// in float64; for f32 as gcc compiles ggml_vec_dot_f32's sumf += x·y in the
-// AVX-512 build, where it multiplies 16 and then 8 elements at a time
-// (vmulps) and adds the rounded products in order, contracting only the
-// last len%8 into fused multiply-adds (tail512Rounded).
+// in float64; for f32 as the AVX-512 build adds them (tailF32, groups of 8).
 func tail512(s *[4][16]float32, x, y []float32, half bool) float32 {
 	r := reduce16Fold(s)
 	if !half {
-		n8 := tail512Rounded(len(x))
-		for i, v := range x[:n8] {
-			r += float32(v * y[i])
-		}
-		for i := n8; i < len(x); i++ {
-			r = fmaf(x[i], y[i], r)
-		}
-		return r
+		return tailF32(r, x, y, 8)
 	}
 	sum := float64(r)
 	for i, v := range x {
@@ -316,11 +306,6 @@ func vColumnDot(t *task, p []float32, runs []int32, base, col, kvCols, nkv int, 
 	}
 	return float32(sum)
 }
-
-// tail512Rounded is how many of the n elements past ggml_vec_dot_f32's
-// last 64-element step the AVX-512 build adds as rounded products (the
-// rest, fewer than 8, by fused multiply-adds).
-func tail512Rounded(n int) int { return n &^ 7 }
 
 // reduce16Fold folds vec_dot's four accumulators (0+2, 1+3, 0+1) and
 // reduces the result.

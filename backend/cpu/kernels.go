@@ -143,7 +143,7 @@ func (s floatSum) finish(dt dtype.Type, acc *[64]float32, x, w []float32) float3
 		if dt == dtype.F16 {
 			return tailF64(float64(r), x, w)
 		}
-		return tailF32(r, x, w)
+		return tailF32(r, x, w, 4)
 	}
 	if dt == dtype.BF16 { // sumVec16 or sumVecBF16
 		sum := float64(reduce16((*[16]float32)(acc[:16])))
@@ -166,14 +166,16 @@ func tailF64(sum float64, x, w []float32) float32 {
 	return float32(sum)
 }
 
-// tailF32 is ggml_vec_dot_f32's remainder on AVX2 as gcc compiles it (see
-// dotVec8).
-func tailF32(r float32, x, w []float32) float32 {
-	n4 := len(x) &^ 3
-	for i := range n4 {
+// tailF32 adds ggml_vec_dot_f32's remainder to r as gcc compiles its
+// sumf += x·w: the products of whole groups of group elements (4 in the
+// AVX2 build, 8 in the AVX-512 one: vmulps) rounded and added in order,
+// the last len%group by fused multiply-adds.
+func tailF32(r float32, x, w []float32, group int) float32 {
+	whole := len(x) / group * group
+	for i := range whole {
 		r += float32(x[i] * w[i])
 	}
-	for i := n4; i < len(x); i++ {
+	for i := whole; i < len(x); i++ {
 		r = fmaf(x[i], w[i], r)
 	}
 	return r

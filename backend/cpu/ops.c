@@ -127,10 +127,25 @@ INLINE A2 __m256 round_f16_8(__m256 x) {
 	return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// dot_tail_f32 adds elements from…n-1 of an F32 cache row k times q to r as
+// ggml_vec_dot_f32's remainder (tailF32): the products of whole groups of
+// group rounded before they are added (_mm_mul_ss, _mm_add_ss: a plain
+// x*y + r could be contracted into a fused multiply-add), the rest fused.
+INLINE A2 float dot_tail_f32(float r, const void *k, const float *q, int from, int n, int group) {
+	int whole = from + (n - from) / group * group, i = from;
+	__m128 acc = _mm_set_ss(r);
+	for (; i < whole; i++) {
+		acc = _mm_add_ss(acc, _mm_mul_ss(_mm_set_ss(at1(k, 0, i)), _mm_set_ss(q[i])));
+	}
+	r = _mm_cvtss_f32(acc);
+	for (; i < n; i++) {
+		r = fma1(at1(k, 0, i), q[i], r);
+	}
+	return r;
+}
+
 // dot_vec8 is ggml_vec_dot_f16 / ggml_vec_dot_f32 on AVX2 (dotVec8): k
-// holds n cache values (f16 where half), q n floats. The F32 remainder's
-// products are rounded before they are added (_mm_mul_ss, _mm_add_ss: a
-// plain x*y + r could be contracted into a fused multiply-add).
+// holds n cache values (f16 where half), q n floats.
 INLINE A2 float dot_vec8(const void *k, int half, const float *q, int n) {
 	int np = n & ~31;
 	__m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -147,16 +162,7 @@ INLINE A2 float dot_vec8(const void *k, int half, const float *q, int n) {
 		}
 		return (float)sum;
 	}
-	int n4 = np + ((n - np) & ~3), i = np;
-	__m128 acc = _mm_set_ss(r);
-	for (; i < n4; i++) {
-		acc = _mm_add_ss(acc, _mm_mul_ss(_mm_set_ss(at1(k, 0, i)), _mm_set_ss(q[i])));
-	}
-	r = _mm_cvtss_f32(acc);
-	for (; i < n; i++) {
-		r = fma1(at1(k, 0, i), q[i], r);
-	}
-	return r;
+	return dot_tail_f32(r, k, q, np, n, 4);
 }
 
 #define MAXG 4
@@ -535,17 +541,7 @@ INLINE A5 float dot_vec512(const void *k, int half, const float *q, int n) {
 	}
 	float r = fold_reduce(s);
 	if (!half) {
-		// tail512: the products of whole 8-element chunks rounded, the rest fused.
-		int n8 = np + ((n - np) & ~7), i = np;
-		__m128 acc = _mm_set_ss(r);
-		for (; i < n8; i++) {
-			acc = _mm_add_ss(acc, _mm_mul_ss(_mm_set_ss(at1(k, 0, i)), _mm_set_ss(q[i])));
-		}
-		r = _mm_cvtss_f32(acc);
-		for (; i < n; i++) {
-			r = fma1(at1(k, 0, i), q[i], r);
-		}
-		return r;
+		return dot_tail_f32(r, k, q, np, n, 8);
 	}
 	double sum = r;
 	for (int i = np; i < n; i++) {

@@ -151,6 +151,20 @@ INLINE A2 float tail_f64(double sum, int type, const float *x, const uint8_t *w,
 	return (float)sum;
 }
 
+// tail_f32 adds elements from…k-1 of an F32 row to r as ggml_vec_dot_f32's
+// remainder (tailF32): whole groups of group rounded products, the rest
+// fused.
+INLINE A2 float tail_f32(float r, int type, const float *x, const uint8_t *w, int from, int k, int group) {
+	int whole = from + (k - from) / group * group, i = from;
+	for (; i < whole; i++) {
+		r += rounded(x[i] * at1(type, w, i));
+	}
+	for (; i < k; i++) {
+		r = __builtin_fmaf(x[i], at1(type, w, i), r);
+	}
+	return r;
+}
+
 // finish is floatSum.finish: a[] holds the output's W lanes; elements np…k-1
 // of the row are the remainder.
 INLINE A2 float finish(int order, int type, const __m256 *a, const float *x, const uint8_t *w, int np, int k) {
@@ -168,14 +182,7 @@ INLINE A2 float finish(int order, int type, const __m256 *a, const float *x, con
 		if (type == T_F16) {
 			return tail_f64(r, type, x, w, np, k);
 		}
-		int n4 = np + ((k - np) & ~3), i = np;
-		for (; i < n4; i++) {
-			r += rounded(x[i] * at1(type, w, i));
-		}
-		for (; i < k; i++) {
-			r = __builtin_fmaf(x[i], at1(type, w, i), r);
-		}
-		return r;
+		return tail_f32(r, type, x, w, np, k, 4);
 	}
 	}
 	if (type == T_BF16) {
@@ -190,15 +197,7 @@ INLINE A2 float finish(int order, int type, const __m256 *a, const float *x, con
 	if (type == T_F16) {
 		return tail_f64(r, type, x, w, np, k);
 	}
-	// tail512: the products of whole 8-element chunks rounded, the rest fused.
-	int n8 = np + ((k - np) & ~7), i = np;
-	for (; i < n8; i++) {
-		r += rounded(x[i] * at1(type, w, i));
-	}
-	for (; i < k; i++) {
-		r = __builtin_fmaf(x[i], at1(type, w, i), r);
-	}
-	return r;
+	return tail_f32(r, type, x, w, np, k, 8);
 }
 
 // vec_rows is R outputs of ggml_vec_dot_* (NA 8-lane accumulators each:
