@@ -3,7 +3,6 @@ module github.com/glint-llm/glint
 go 1.26.0
 
 require (
-	github.com/ardanlabs/jinja v1.8.0
 	github.com/openai/openai-go/v3 v3.96.0
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/x448/float16 v0.8.4

@@ -2,26 +2,30 @@
 // that turns a conversation into the text an instruct model was trained on —
 // the way Hugging Face's apply_chat_template does (trim_blocks, lstrip_blocks,
 // raise_exception, strftime_now, tojson keeping non-ASCII), with
-// github.com/ardanlabs/jinja. It finds the template in a GGUF file, a Hugging
+// internal/jinja (a copy of github.com/ardanlabs/jinja under limits: a
+// template comes from a model file and is untrusted code). It finds the template in a GGUF file, a Hugging
 // Face folder or a file, and has built-ins for files that carry none.
 package chattemplate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/glint-llm/glint/internal/jinja"
 )
 
 // Template is a compiled chat template, safe for concurrent rendering.
 type Template struct {
 	// Source is the Jinja text; Origin says where it came from (for errors).
 	Source, Origin string
-	t              *jinja.Template
+	// Limits bound each render; the zero value means the defaults.
+	Limits Limits
+	t      *jinja.Template
 }
 
 // Parse compiles src; origin names it in errors.
@@ -56,17 +60,35 @@ type Input struct {
 	Kwargs map[string]any
 }
 
-// RaiseError is the error of a template that called raise_exception (or
-// otherwise failed while rendering); Msg is the template's own message.
+// RaiseError is the error of a template that called raise_exception: the
+// template says the conversation is invalid (the client's fault); Msg is
+// the template's own message.
 type RaiseError struct {
 	Origin, Msg string
 }
 
 func (e *RaiseError) Error() string { return e.Msg }
 
-// Render renders the conversation. A template that raises returns a
-// *RaiseError whose message is the template's own.
-func (t *Template) Render(in Input) (string, error) {
+// TemplateError is a template's own failure: a limit exceeded, an
+// evaluation error, a panic in the interpreter (the model's fault).
+type TemplateError struct {
+	Origin string
+	Err    error
+}
+
+func (e *TemplateError) Error() string { return "chat template " + e.Origin + ": " + e.Err.Error() }
+
+func (e *TemplateError) Unwrap() error { return e.Err }
+
+// Limits bound one render (see jinja.Limits); a zero field takes its
+// default, jinja.DefaultLimits.
+type Limits = jinja.Limits
+
+// Render renders the conversation under t.Limits. A template that raises
+// returns a *RaiseError whose message is the template's own; one that fails
+// otherwise, a *TemplateError; a render stopped by ctx, ctx's error
+// (wrapped).
+func (t *Template) Render(ctx context.Context, in Input) (string, error) {
 	msgs, err := messagesValue(in.Messages)
 	if err != nil {
 		return "", err
@@ -87,9 +109,16 @@ func (t *Template) Render(in Input) (string, error) {
 		}
 		data[k] = val
 	}
-	out, err := t.t.RenderValues(data)
+	out, err := t.t.RenderLimited(ctx, t.Limits, data)
 	if err != nil {
-		return "", &RaiseError{Origin: t.Origin, Msg: err.Error()}
+		var re *jinja.RaiseError
+		switch {
+		case errors.As(err, &re):
+			return "", &RaiseError{Origin: t.Origin, Msg: re.Msg}
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return "", fmt.Errorf("chat template %s: %w", t.Origin, err)
+		}
+		return "", &TemplateError{Origin: t.Origin, Err: err}
 	}
 	return out, nil
 }
@@ -296,4 +325,22 @@ func Builtin(name string) (*Template, error) {
 		return nil, fmt.Errorf("unknown chat template %q (built-ins: %s)", name, strings.Join(Builtins, ", "))
 	}
 	return Parse(src, "built-in "+name)
+}
+
+// checkConversation is the conversation Check renders: every role a plain
+// chat uses, in the order every template accepts.
+var checkConversation = []Message{
+	{"system", "You are a helpful assistant."},
+	{"user", "Hello!"},
+	{"assistant", "Hi. How can I help?"},
+	{"user", "Tell me a joke."},
+}
+
+// Check renders a small conversation (system, user, assistant, user, with
+// the generation prompt) under t's limits, so that a template that cannot
+// serve a plain chat is reported when it is loaded rather than at the first
+// request. bos and eos are the model's special-token text.
+func (t *Template) Check(ctx context.Context, bos, eos string, kwargs map[string]any) error {
+	_, err := t.Render(ctx, Input{Messages: checkConversation, AddGenerationPrompt: true, BOS: bos, EOS: eos, Kwargs: kwargs})
+	return err
 }

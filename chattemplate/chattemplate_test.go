@@ -1,6 +1,7 @@
 package chattemplate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -69,7 +70,7 @@ func TestRecordsMatchJinja2(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := tmpl.Render(Input{Messages: r.Messages, AddGenerationPrompt: r.AddGenerationPrompt,
+			got, err := tmpl.Render(context.Background(), Input{Messages: r.Messages, AddGenerationPrompt: r.AddGenerationPrompt,
 				BOS: r.BOS, EOS: r.EOS, Kwargs: kwargs(t, r.Kwargs)})
 			if r.ExpectedError != nil {
 				var re *RaiseError
@@ -116,7 +117,7 @@ func TestBuiltinsMatchModelTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := b.Render(Input{Messages: r.Messages, AddGenerationPrompt: r.AddGenerationPrompt, BOS: r.BOS, EOS: r.EOS})
+			got, err := b.Render(context.Background(), Input{Messages: r.Messages, AddGenerationPrompt: r.AddGenerationPrompt, BOS: r.BOS, EOS: r.EOS})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,11 +150,11 @@ func TestBuiltinLlama3MatchesGGUF(t *testing.T) {
 	for _, msgs := range conversations {
 		for _, agp := range []bool{true, false} {
 			in := Input{Messages: msgs, AddGenerationPrompt: agp, BOS: mt.BOS, EOS: mt.EOS}
-			want, err := model.Render(in)
+			want, err := model.Render(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := builtin.Render(in)
+			got, err := builtin.Render(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,12 +182,12 @@ func TestBuiltinsPlausible(t *testing.T) {
 		}
 		for _, msgs := range conversations {
 			in := Input{Messages: msgs, AddGenerationPrompt: true, BOS: "<BOS>", EOS: "<EOS>"}
-			with, err := b.Render(in)
+			with, err := b.Render(context.Background(), in)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			in.AddGenerationPrompt = false
-			without, err := b.Render(in)
+			without, err := b.Render(context.Background(), in)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -222,7 +223,7 @@ func TestHelpers(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs := json.RawMessage(`[{"role":"user","content":"é ü 你好 <tag> & \"q\"","n":1,"f":1.5}]`)
-	got, err := tmpl.Render(Input{Messages: msgs, Kwargs: map[string]any{"greeting": "hi", "who": ""}})
+	got, err := tmpl.Render(context.Background(), Input{Messages: msgs, Kwargs: map[string]any{"greeting": "hi", "who": ""}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,17 +233,17 @@ func TestHelpers(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-	_, err = tmpl.Render(Input{Messages: msgs, Kwargs: map[string]any{"who": "way"}})
+	_, err = tmpl.Render(context.Background(), Input{Messages: msgs, Kwargs: map[string]any{"who": "way"}})
 	var re *RaiseError
 	if !errors.As(err, &re) || re.Msg != "no way" {
 		t.Fatalf("raise_exception: %v", err)
 	}
 	for _, bad := range []string{`{"role":"user"}`, `[1]`, `[{"content":"x"}]`, `[{"role":"user"}] x`, `[`} {
-		if _, err := tmpl.Render(Input{Messages: json.RawMessage(bad)}); err == nil || errors.As(err, &re) {
+		if _, err := tmpl.Render(context.Background(), Input{Messages: json.RawMessage(bad)}); err == nil || errors.As(err, &re) {
 			t.Errorf("messages %s: want a clear input error, got %v", bad, err)
 		}
 	}
-	if _, err := tmpl.Render(Input{Kwargs: map[string]any{"messages": 1}}); err == nil {
+	if _, err := tmpl.Render(context.Background(), Input{Kwargs: map[string]any{"messages": 1}}); err == nil {
 		t.Error("kwarg messages accepted")
 	}
 	if _, err := Parse("{% if %}", "bad"); err == nil || !strings.Contains(err.Error(), "bad") {
@@ -256,7 +257,7 @@ func TestTrimAndLstripBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tmpl.Render(Input{})
+	got, err := tmpl.Render(context.Background(), Input{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestStagedHFFolder(t *testing.T) {
 		if filepath.Base(r.Template) != "google-gemma-3-270m-it.jinja" {
 			continue
 		}
-		got, err := tmpl.Render(Input{Messages: r.Messages, AddGenerationPrompt: r.AddGenerationPrompt, BOS: mt.BOS, EOS: mt.EOS})
+		got, err := tmpl.Render(context.Background(), Input{Messages: r.Messages, AddGenerationPrompt: r.AddGenerationPrompt, BOS: mt.BOS, EOS: mt.EOS})
 		if err != nil {
 			t.Fatal(err)
 		}

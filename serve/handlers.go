@@ -19,7 +19,7 @@ import (
 type promptRequest interface {
 	params() *genParams
 	// prompt checks the request's own fields and makes its prompt.
-	prompt(m *Model) ([]int32, error)
+	prompt(ctx context.Context, m *Model) ([]int32, error)
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
@@ -37,7 +37,7 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 		gen, err = req.params().request(m)
 	}
 	if err == nil {
-		gen.Prompt, err = req.prompt(m)
+		gen.Prompt, err = req.prompt(r.Context(), m)
 	}
 	if err != nil {
 		fail(w, err)
@@ -51,7 +51,7 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 
 func (c *completionRequest) params() *genParams { return &c.genParams }
 
-func (c *completionRequest) prompt(m *Model) ([]int32, error) {
+func (c *completionRequest) prompt(_ context.Context, m *Model) ([]int32, error) {
 	switch {
 	case c.Echo != nil && *c.Echo:
 		return nil, badRequest(`"echo" is not supported`)
@@ -66,7 +66,7 @@ func (c *completionRequest) prompt(m *Model) ([]int32, error) {
 func (c *chatRequest) params() *genParams { return &c.genParams }
 
 // prompt renders the conversation with the model's template.
-func (c *chatRequest) prompt(m *Model) ([]int32, error) {
+func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 	msgs, err := c.messages()
 	if err != nil {
 		return nil, err
@@ -74,14 +74,17 @@ func (c *chatRequest) prompt(m *Model) ([]int32, error) {
 	if m.Template == nil {
 		return nil, badRequest("%v", m.TemplateErr)
 	}
-	text, err := m.Template.Render(chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
+	text, err := m.Template.Render(ctx, chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
 		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs})
 	if err != nil {
+		// The template rejecting the conversation is the client's fault (400);
+		// a template failing on its own is the model's (TemplateError: fail
+		// answers 500, naming the template).
 		var re *chattemplate.RaiseError
 		if errors.As(err, &re) {
 			return nil, badRequest("chat template: %s", re.Msg)
 		}
-		return nil, badRequest("%v", err)
+		return nil, err
 	}
 	return chattemplate.Encode(m.Tokenizer, text, true), nil
 }

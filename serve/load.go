@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +103,13 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	m.Template, m.TemplateErr = chattemplate.Resolve(o.Template, m.Chat)
 	if m.TemplateErr != nil && (o.Template.File != "" || o.Template.Builtin != "") {
 		return nil, m.TemplateErr // asked for and broken: say so now
+	}
+	if m.Template != nil {
+		// A template that fails a plain conversation is reported now; the
+		// server still serves (completions work; chat requests get 500).
+		if err := m.Template.Check(context.Background(), m.Chat.BOS, m.Chat.EOS, o.TemplateKwargs); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: chat template %s fails a plain conversation: %v\n", m.Template.Origin, err)
+		}
 	}
 	// Each slot its own share of the cells, as llama-server's n_ctx_slot:
 	// a per-stream cache, where a slot's rows also compute what they

@@ -324,7 +324,7 @@ func TestChatGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := tmpl.Render(chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: mt.BOS, EOS: mt.EOS})
+	text, err := tmpl.Render(context.Background(), chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: mt.BOS, EOS: mt.EOS})
 	if err != nil {
 		t.Fatal(err)
 	}

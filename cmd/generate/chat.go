@@ -110,7 +110,7 @@ func (s *chatSession) load(msgs []chattemplate.Message) {
 }
 
 func (s *chatSession) render(addGen bool) (string, error) {
-	return s.tmpl.Render(chattemplate.Input{Messages: s.msgs, AddGenerationPrompt: addGen, BOS: s.bos, EOS: s.eos, Kwargs: s.kwargs})
+	return s.tmpl.Render(context.Background(), chattemplate.Input{Messages: s.msgs, AddGenerationPrompt: addGen, BOS: s.bos, EOS: s.eos, Kwargs: s.kwargs})
 }
 
 // turn adds the user's message, feeds what the cache lacks and streams the
@@ -216,6 +216,9 @@ func runChat(c *cli.Context) error {
 	tmpl, mt, kw, err := chatTemplate(c, c.String("model"))
 	if err != nil {
 		return err
+	}
+	if err := tmpl.Check(c.Context, mt.BOS, mt.EOS, kw); err != nil {
+		fmt.Fprintf(os.Stderr, "warning: chat template %s fails a plain conversation: %v\n", tmpl.Origin, err)
 	}
 	m, err := openModel(loadOpts(c), c.String("model"), false)
 	if err != nil {

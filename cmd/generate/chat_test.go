@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -206,7 +207,7 @@ func TestChatTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	render := func(msgs []chattemplate.Message) string {
-		s, err := tmpl.Render(chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: mt.BOS, EOS: mt.EOS})
+		s, err := tmpl.Render(context.Background(), chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: mt.BOS, EOS: mt.EOS})
 		if err != nil {
 			t.Fatal(err)
 		}

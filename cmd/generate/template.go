@@ -101,11 +101,15 @@ func runTemplate(c *cli.Context) error {
 	if c.IsSet("eos-token") {
 		in.EOS = c.String("eos-token")
 	}
-	out, err := t.Render(in)
+	out, err := t.Render(c.Context, in)
 	if err != nil {
 		var re *chattemplate.RaiseError
+		var te *chattemplate.TemplateError
 		if errors.As(err, &re) {
 			return fmt.Errorf("%s: %s", t.Origin, re.Msg)
+		}
+		if errors.As(err, &te) {
+			return err // it names the template
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -51,7 +51,7 @@ func builtinRaiseException(args []Value, kwargs map[string]Value) (Value, error)
 	if len(args) == 0 {
 		return Undefined(), fmt.Errorf("raise_exception: missing message")
 	}
-	return Undefined(), fmt.Errorf("%s", printValue(args[0]))
+	return Undefined(), &RaiseError{Msg: printValue(args[0])} // glint: a distinct type
 }
 
 func builtinRange(args []Value, kwargs map[string]Value) (Value, error) {
@@ -378,7 +378,7 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 	// + reflect) to a handful (one strings.Builder grow + one Marshal
 	// per leaf string for escaping).
 	var sb strings.Builder
-	if err := encodeValueJSON(&sb, args[0], itemSeparator, keySeparator); err != nil {
+	if err := encodeValueJSON(&sb, args[0], itemSeparator, keySeparator, 0); err != nil {
 		return NewString(""), nil
 	}
 	return NewString(sb.String()), nil
@@ -398,7 +398,9 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 //
 // Both differences would otherwise change the tokenization of every tool
 // definition that ends up in a chat prompt.
-func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator string) error {
+func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator string, depth int) error {
+	nested(depth) // glint: budget.go
+	textFull(sb.Len())
 	switch v.kind {
 	case KindUndefined, KindNone, KindCallable:
 		sb.WriteString("null")
@@ -435,7 +437,7 @@ func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator s
 			if i > 0 {
 				sb.WriteString(itemSeparator)
 			}
-			if err := encodeValueJSON(sb, item, itemSeparator, keySeparator); err != nil {
+			if err := encodeValueJSON(sb, item, itemSeparator, keySeparator, depth+1); err != nil {
 				return err
 			}
 		}
@@ -453,7 +455,7 @@ func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator s
 				return err
 			}
 			sb.WriteString(keySeparator)
-			if err := encodeValueJSON(sb, d.Data[key], itemSeparator, keySeparator); err != nil {
+			if err := encodeValueJSON(sb, d.Data[key], itemSeparator, keySeparator, depth+1); err != nil {
 				return err
 			}
 		}

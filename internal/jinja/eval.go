@@ -47,6 +47,7 @@ type evaluator struct {
 	scope    *scope
 	builtins *scope
 	output   strings.Builder
+	b        *budget // glint: the render's limits, shared by nested evaluators
 }
 
 func (e *evaluator) execNodes(nodes []node) error {
@@ -59,18 +60,27 @@ func (e *evaluator) execNodes(nodes []node) error {
 }
 
 func (e *evaluator) execNode(n node) error {
+	if err := e.b.step(); err != nil { // glint
+		return err
+	}
+	if err := e.b.in(); err != nil {
+		return err
+	}
+	defer e.b.out()
 	switch nd := n.(type) {
 	case *textNode:
-		e.output.WriteString(nd.text)
-		return nil
+		return e.write(nd.text) // glint
 
 	case *outputNode:
 		val, err := e.evalExpr(nd.expression)
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(val))
-		return nil
+		s, err := e.print(val) // glint
+		if err != nil {
+			return err
+		}
+		return e.write(s)
 
 	case *ifNode:
 		return e.execIf(nd)
@@ -183,6 +193,9 @@ func (e *evaluator) execFor(n *forNode) error {
 	child.set("loop", loop)
 
 	for i, item := range items {
+		if err := e.b.step(); err != nil { // glint: an empty body still costs
+			return err
+		}
 		// Set loop variable(s).
 		if n.keyVar != "" {
 			// Destructuring: for key, val in items
@@ -269,6 +282,7 @@ func (e *evaluator) execSetBlock(n *setBlockNode) error {
 	bodyEval := evaluator{
 		scope:    e.scope,
 		builtins: e.builtins,
+		b:        e.b, // glint
 	}
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
@@ -284,6 +298,10 @@ func (e *evaluator) execMacro(n *macroNode) error {
 	parentScope := e.scope
 
 	fn := NewCallable(n.name, func(args []Value, kwargs map[string]Value) (Value, error) {
+		if err := e.b.enter(); err != nil { // glint
+			return Undefined(), err
+		}
+		defer e.b.leave()
 		child := newScope(parentScope)
 
 		// Bind positional args.
@@ -293,7 +311,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 			} else if v, ok := kwargs[param.name]; ok {
 				child.set(param.name, v)
 			} else if param.defaultVal != nil {
-				defEval := evaluator{scope: child, builtins: e.builtins}
+				defEval := evaluator{scope: child, builtins: e.builtins, b: e.b}
 				defVal, err := defEval.evalExpr(param.defaultVal)
 				if err != nil {
 					return Undefined(), err
@@ -312,6 +330,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		macroEval := evaluator{
 			scope:    child,
 			builtins: e.builtins,
+			b:        e.b, // glint
 		}
 
 		if err := macroEval.execNodes(body); err != nil {
@@ -332,6 +351,10 @@ func (e *evaluator) execCall(n *callNode) error {
 	parentScope := e.scope
 
 	caller := NewCallable("caller", func(args []Value, kwargs map[string]Value) (Value, error) {
+		if err := e.b.enter(); err != nil { // glint
+			return Undefined(), err
+		}
+		defer e.b.leave()
 		child := newScope(parentScope)
 		for i, argName := range callerArgs {
 			if i < len(args) {
@@ -342,6 +365,7 @@ func (e *evaluator) execCall(n *callNode) error {
 		callerEval := evaluator{
 			scope:    child,
 			builtins: e.builtins,
+			b:        e.b, // glint
 		}
 		if err := callerEval.execNodes(body); err != nil {
 			return Undefined(), err
@@ -382,8 +406,7 @@ func (e *evaluator) execCall(n *callNode) error {
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(result))
-		return nil
+		return e.writeValue(result) // glint
 	}
 
 	// Fallback: evaluate expression and call with caller.
@@ -399,8 +422,7 @@ func (e *evaluator) execCall(n *callNode) error {
 	if err != nil {
 		return err
 	}
-	e.output.WriteString(printValue(result))
-	return nil
+	return e.writeValue(result) // glint
 }
 
 func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
@@ -408,6 +430,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 	bodyEval := evaluator{
 		scope:    e.scope,
 		builtins: e.builtins,
+		b:        e.b, // glint
 	}
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
@@ -424,20 +447,30 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(result))
-		return nil
+		return e.writeValue(result) // glint
 	}
 
 	// For more complex filter expressions, just output the body.
-	e.output.WriteString(bodyStr)
-	return nil
+	return e.write(bodyStr) // glint
 }
 
 // =============================================================================
 // Expression evaluation
 // =============================================================================
 
+// evalExpr charges a step per expression (glint).
 func (e *evaluator) evalExpr(ex expr) (Value, error) {
+	if err := e.b.step(); err != nil {
+		return Undefined(), err
+	}
+	if err := e.b.in(); err != nil {
+		return Undefined(), err
+	}
+	defer e.b.out()
+	return e.evalExpr1(ex)
+}
+
+func (e *evaluator) evalExpr1(ex expr) (Value, error) {
 	switch n := ex.(type) {
 	case *litExpr:
 		return n.val, nil
@@ -482,7 +515,8 @@ func (e *evaluator) evalExpr(ex expr) (Value, error) {
 			}
 			items[i] = v
 		}
-		return NewList(items), nil
+		l := NewList(items)
+		return l, e.b.made(l) // glint
 
 	case *dictExpr:
 		d := NewDict()
@@ -523,6 +557,9 @@ func (e *evaluator) evalAttr(n *attrExpr) (Value, error) {
 
 	// String methods.
 	if obj.IsString() {
+		if err := e.b.scan(obj); err != nil { // glint: a method reads the whole string
+			return Undefined(), err
+		}
 		return e.stringMethod(obj, n.attr)
 	}
 
@@ -565,6 +602,9 @@ func (e *evaluator) evalItem(n *itemExpr) (Value, error) {
 		return Undefined(), nil
 	}
 
+	if err := e.b.scan(obj); err != nil { // glint: indexing converts the whole string
+		return Undefined(), err
+	}
 	if obj.IsString() {
 		idx := int(toInt64(key))
 		s := obj.AsString()
@@ -639,6 +679,9 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 		return NewList(items), nil
 	}
 
+	if err := e.b.scan(obj); err != nil { // glint: slicing reads the whole string
+		return Undefined(), err
+	}
 	if obj.IsString() {
 		s := obj.AsString()
 
@@ -815,6 +858,15 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 		return Undefined(), err
 	}
 
+	switch n.op { // glint: checked and charged (budget.go)
+	case "+":
+		return e.binary(n.op, left, right, func() Value { return addValues(left, right) })
+	case "*":
+		return e.binary(n.op, left, right, func() Value { return mulValues(left, right) })
+	case "~":
+		return e.binary(n.op, left, right, func() Value { return NewString(printValue(left) + printValue(right)) })
+	}
+
 	switch n.op {
 	case "+":
 		return addValues(left, right), nil
@@ -844,6 +896,13 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 		return NewBool(compareValues(left, right) <= 0), nil
 	case ">=":
 		return NewBool(compareValues(left, right) >= 0), nil
+	case "in", "not in":
+		if err := e.b.scan(right); err != nil { // glint
+			return Undefined(), err
+		}
+	}
+
+	switch n.op {
 	case "in":
 		return NewBool(containsValue(right, left)), nil
 	case "not in":
@@ -901,7 +960,11 @@ func (e *evaluator) evalCallExpr(n *callExpr) (Value, error) {
 		}
 	}
 
-	return fn.AsCallable().Fn(args, kwargs)
+	v, err := fn.AsCallable().Fn(args, kwargs)
+	if err != nil {
+		return v, err
+	}
+	return v, e.b.made(v) // glint
 }
 
 func callableName(ex expr) string {
@@ -963,7 +1026,11 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		}
 	}
 
-	return filterVal.AsCallable().Fn(args, kwargs)
+	v, err := filterVal.AsCallable().Fn(args, kwargs)
+	if err != nil {
+		return v, err
+	}
+	return v, e.b.made(v) // glint
 }
 
 func (e *evaluator) evalTestExpr(n *testExpr) (Value, error) {
@@ -1075,6 +1142,9 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) > 2 {
 				count = int(toInt64(args[2]))
 			}
+			if err := e.b.replaced(s, old, newStr, count); err != nil { // glint
+				return Undefined(), err
+			}
 			return NewString(strings.Replace(s, old, newStr, count)), nil
 		}), nil
 
@@ -1135,6 +1205,9 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			result := s
 			for i, arg := range args {
 				placeholder := fmt.Sprintf("{%d}", i)
+				if err := e.b.replaced(result, placeholder, printValue(arg), -1); err != nil { // glint
+					return Undefined(), err
+				}
 				result = strings.ReplaceAll(result, placeholder, printValue(arg))
 				result = strings.Replace(result, "{}", printValue(arg), 1)
 			}
@@ -1160,6 +1233,9 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	case "append":
 		return NewCallable("list.append", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) > 0 {
+				if err := e.b.spend(valueItemBytes); err != nil { // glint
+					return Undefined(), err
+				}
 				list.Append(args[0])
 			}
 			return None(), nil
@@ -1180,6 +1256,9 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 			if idx < 0 || idx >= list.Len() {
 				return Undefined(), fmt.Errorf("pop index out of range")
 			}
+			if err := e.b.charge(int64(list.Len())); err != nil { // glint: pop shifts the list
+				return Undefined(), err
+			}
 			val := list.Items[idx]
 			list.Items = append(list.Items[:idx], list.Items[idx+1:]...)
 			return val, nil
@@ -1189,6 +1268,12 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 		return NewCallable("list.insert", func(args []Value, kwargs map[string]Value) (Value, error) {
 			if len(args) < 2 {
 				return None(), nil
+			}
+			if err := e.b.charge(int64(list.Len())); err != nil { // glint: insert shifts the list
+				return Undefined(), err
+			}
+			if err := e.b.spend(valueItemBytes); err != nil {
+				return Undefined(), err
 			}
 			idx := min(max(int(toInt64(args[0])), 0), list.Len())
 			list.Items = append(list.Items, Undefined())
@@ -1320,6 +1405,9 @@ func subValues(a, b Value) Value {
 
 func mulValues(a, b Value) Value {
 	if a.IsString() && b.IsInt() {
+		if b.AsInt() <= 0 { // glint: Python gives "", strings.Repeat panics
+			return NewString("")
+		}
 		return NewString(strings.Repeat(a.AsString(), int(b.AsInt())))
 	}
 	if a.IsFloat() || b.IsFloat() {

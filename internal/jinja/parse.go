@@ -191,6 +191,7 @@ func tokenizeExpr(s string) []tok {
 type exprParser struct {
 	tokens []tok
 	pos    int
+	depth  int // glint: recursion depth, capped at maxNesting
 }
 
 func newExprParser(tokens []tok) *exprParser {
@@ -252,6 +253,10 @@ func parseExpr(s string) (expr, error) {
 
 // parseExpression handles the lowest precedence: inline if/else.
 func (p *exprParser) parseExpression() (expr, error) {
+	if err := p.deeper(); err != nil { // glint
+		return nil, err
+	}
+	defer p.shallower()
 	e, err := p.parseOr()
 	if err != nil {
 		return nil, err
@@ -320,6 +325,10 @@ func (p *exprParser) parseAnd() (expr, error) {
 }
 
 func (p *exprParser) parseNot() (expr, error) {
+	if err := p.deeper(); err != nil { // glint
+		return nil, err
+	}
+	defer p.shallower()
 	if p.peek().kind == tokName && p.peek().val == "not" {
 		p.advance()
 		operand, err := p.parseNot()
@@ -512,6 +521,10 @@ func (p *exprParser) parsePower() (expr, error) {
 }
 
 func (p *exprParser) parseUnary() (expr, error) {
+	if err := p.deeper(); err != nil { // glint
+		return nil, err
+	}
+	defer p.shallower()
 	if p.peek().kind == tokOp && (p.peek().val == "-" || p.peek().val == "+") {
 		op := p.advance().val
 		operand, err := p.parseUnary()
@@ -866,7 +879,7 @@ func parseTemplate(segs []segment) ([]node, error) {
 //     present on that side:
 //
 //     - lstrip_blocks: strip spaces and tabs (not newlines) from the start of
-//       the line up to the tag.
+//     the line up to the tag.
 //     - trim_blocks: strip a single newline immediately after the tag.
 //
 // Without these defaults, every block tag in a real chat template would
@@ -884,6 +897,24 @@ func applyTrimming(segs []segment) {
 	// the same effect by handling every tag's LEFT side first, then
 	// every tag's RIGHT side.
 
+	// glint: the nearest text segment on each side, found once (searching
+	// from every tag was quadratic in a run of tags without text between).
+	prevText, nextText := make([]int, len(segs)), make([]int, len(segs))
+	last := -1
+	for i := range segs {
+		prevText[i] = last
+		if segs[i].kind == segText {
+			last = i
+		}
+	}
+	last = -1
+	for i := len(segs) - 1; i >= 0; i-- {
+		nextText[i] = last
+		if segs[i].kind == segText {
+			last = i
+		}
+	}
+
 	// Pass 1: left side of every tag.
 	for i := range segs {
 		seg := &segs[i]
@@ -891,30 +922,17 @@ func applyTrimming(segs []segment) {
 
 		switch {
 		case seg.trimLeft:
-			for j := i - 1; j >= 0; j-- {
-				if segs[j].kind == segText {
-					segs[j].text = trimTrailingWhitespace(segs[j].text)
-					break
-				}
+			if j := prevText[i]; j >= 0 {
+				segs[j].text = trimTrailingWhitespace(segs[j].text)
 			}
 		case applyDefaults:
-			for j := i - 1; j >= 0; j-- {
-				if segs[j].kind == segText {
-					// Treat the very first text segment in the
-					// template as if it were preceded by a newline
-					// (start of file == start of line) so that a
-					// template that opens with `   {% if %}...`
-					// strips the indentation, matching Jinja2.
-					isFirstText := true
-					for k := j - 1; k >= 0; k-- {
-						if segs[k].kind == segText {
-							isFirstText = false
-							break
-						}
-					}
-					segs[j].text = lstripBlock(segs[j].text, isFirstText)
-					break
-				}
+			if j := prevText[i]; j >= 0 {
+				// Treat the very first text segment in the
+				// template as if it were preceded by a newline
+				// (start of file == start of line) so that a
+				// template that opens with `   {% if %}...`
+				// strips the indentation, matching Jinja2.
+				segs[j].text = lstripBlock(segs[j].text, prevText[j] < 0)
 			}
 		}
 	}
@@ -926,18 +944,12 @@ func applyTrimming(segs []segment) {
 
 		switch {
 		case seg.trimRight:
-			for j := i + 1; j < len(segs); j++ {
-				if segs[j].kind == segText {
-					segs[j].text = trimLeadingWhitespace(segs[j].text)
-					break
-				}
+			if j := nextText[i]; j >= 0 {
+				segs[j].text = trimLeadingWhitespace(segs[j].text)
 			}
 		case applyDefaults:
-			for j := i + 1; j < len(segs); j++ {
-				if segs[j].kind == segText {
-					segs[j].text = trimBlockNewline(segs[j].text)
-					break
-				}
+			if j := nextText[i]; j >= 0 {
+				segs[j].text = trimBlockNewline(segs[j].text)
 			}
 		}
 	}
@@ -991,8 +1003,9 @@ func trimBlockNewline(s string) string {
 }
 
 type templateParser struct {
-	segs []segment
-	pos  int
+	segs  []segment
+	pos   int
+	depth int // glint: block nesting, capped at maxNesting
 }
 
 func (p *templateParser) done() bool {
@@ -1016,6 +1029,10 @@ func (p *templateParser) advance() *segment {
 // stop keywords (e.g., "endif", "endfor", "elif", "else"). Returns the nodes
 // collected so far. The stop keyword segment is NOT consumed.
 func (p *templateParser) parseUntil(stopKeywords ...string) ([]node, error) {
+	if p.depth++; p.depth > maxNesting { // glint
+		return nil, fmt.Errorf("blocks nested more than %d deep", maxNesting)
+	}
+	defer func() { p.depth-- }()
 	var nodes []node
 
 	for !p.done() {

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -37,20 +38,38 @@ func (t *Template) Render(data map[string]any) (string, error) {
 		vals[k] = FromGoValue(v)
 	}
 
-	return render(t.nodes, vals)
+	return t.RenderValues(vals)
 }
 
 // RenderValues is like Render but accepts pre-converted Value data.
 func (t *Template) RenderValues(data map[string]Value) (string, error) {
-	return render(t.nodes, data)
+	return t.RenderLimited(context.Background(), Limits{}, data)
+}
+
+// RenderLimited is RenderValues under limits (glint: see budget.go): it
+// stops with a *LimitError when the template exceeds one, with ctx's error
+// when ctx ends, and turns a panic inside the interpreter into an error.
+func (t *Template) RenderLimited(ctx context.Context, lim Limits, data map[string]Value) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if le, ok := r.(*LimitError); ok {
+				err = le
+			} else {
+				err = fmt.Errorf("jinja: internal error: %v", r)
+			}
+			out = ""
+		}
+	}()
+	return render(t.nodes, data, newBudget(ctx, lim))
 }
 
 // =============================================================================
 
 // render executes the AST with the given data and returns the result.
-func render(nodes []node, data map[string]Value) (string, error) {
+func render(nodes []node, data map[string]Value, b *budget) (string, error) {
 	e := evaluator{
 		output: strings.Builder{},
+		b:      b, // glint: limits
 	}
 
 	// Use the cached builtins scope directly. The scope is initialized
@@ -58,7 +77,7 @@ func render(nodes []node, data map[string]Value) (string, error) {
 	// chained get() through parent links, passed to nested evaluators).
 	// No code path writes to e.builtins, so sharing the cached scope
 	// across renders is safe and avoids cloning ~20 entries per render.
-	e.builtins = cachedBuiltins
+	e.builtins = builtinsFor(b) // glint: the shared builtins, wrapped to charge b
 
 	// Create user data scope on top of builtins.
 	e.scope = newScope(e.builtins)

@@ -1,5 +1,7 @@
 // Package jinja implements a Jinja template engine purpose-built for LLM
-// chat templates.
+// chat templates: glint's copy of github.com/ardanlabs/jinja v1.8.0, patched
+// so that a template (untrusted code from a model file) renders under limits
+// (budget.go, UPSTREAM.md).
 package jinja
 
 import (
@@ -170,6 +172,14 @@ func (v Value) AsCallable() *Callable {
 
 // String returns a Python-style string representation of the value.
 func (v Value) String() string {
+	var size int
+	return v.repr(0, &size)
+}
+
+// repr is String with the nesting and text caps (glint: budget.go); size
+// counts the text written so far.
+func (v Value) repr(depth int, size *int) string {
+	nested(depth)
 	switch v.kind {
 	case KindUndefined:
 		return "Undefined"
@@ -190,6 +200,8 @@ func (v Value) String() string {
 		return fmt.Sprintf("%g", v.v.(float64))
 
 	case KindString:
+		*size += len(v.v.(string))
+		textFull(*size)
 		return fmt.Sprintf("'%s'", v.v.(string))
 
 	case KindList:
@@ -200,7 +212,9 @@ func (v Value) String() string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(item.String())
+			b.WriteString(item.repr(depth+1, size))
+			*size += 2
+			textFull(*size)
 		}
 		b.WriteByte(']')
 		return b.String()
@@ -213,7 +227,9 @@ func (v Value) String() string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "'%s': %s", key, d.Data[key].String())
+			fmt.Fprintf(&b, "'%s': %s", key, d.Data[key].repr(depth+1, size))
+			*size += len(key) + 4
+			textFull(*size)
 		}
 		b.WriteByte('}')
 		return b.String()
@@ -228,6 +244,18 @@ func (v Value) String() string {
 
 // Equals reports whether v and other hold the same value.
 func (v Value) Equals(other Value) bool {
+	var n int
+	return v.equals(other, 0, &n)
+}
+
+// equals is Equals with the nesting and comparison caps (glint: budget.go);
+// n counts the values compared so far. A list or dict equals itself at
+// once, as in Python.
+func (v Value) equals(other Value, depth int, n *int) bool {
+	nested(depth)
+	if *n++; *n > maxCompare {
+		panic(&LimitError{Limit: "compare", Max: maxCompare})
+	}
 	if v.kind != other.kind {
 		return false
 	}
@@ -251,11 +279,14 @@ func (v Value) Equals(other Value) bool {
 	case KindList:
 		a := v.v.(*List)
 		b := other.v.(*List)
+		if a == b {
+			return true
+		}
 		if a.Len() != b.Len() {
 			return false
 		}
 		for i := range a.Items {
-			if !a.Items[i].Equals(b.Items[i]) {
+			if !a.Items[i].equals(b.Items[i], depth+1, n) {
 				return false
 			}
 		}
@@ -264,6 +295,9 @@ func (v Value) Equals(other Value) bool {
 	case KindDict:
 		a := v.v.(*Dict)
 		b := other.v.(*Dict)
+		if a == b {
+			return true
+		}
 		if a.Len() != b.Len() {
 			return false
 		}
@@ -272,7 +306,7 @@ func (v Value) Equals(other Value) bool {
 			if !ok {
 				return false
 			}
-			if !a.Data[key].Equals(bv) {
+			if !a.Data[key].equals(bv, depth+1, n) {
 				return false
 			}
 		}
