@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/glint-llm/glint/internal/shared"
 )
@@ -117,5 +118,46 @@ func TestTemplateCommandOwnConversations(t *testing.T) {
 		if code != 1 || stdout != "" || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "panic") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 naming %q", c.args, code, stdout, stderr, c.want)
 		}
+	}
+}
+
+// TestTemplateCommandHostile: a template that would crash or hang an
+// unlimited interpreter makes `generate template` exit 1 with a message
+// naming the template and the limit, without a stack trace, within 20 s.
+func TestTemplateCommandHostile(t *testing.T) {
+	dir := t.TempDir()
+	msgs := filepath.Join(dir, "msgs.json")
+	if err := os.WriteFile(msgs, []byte(`[{"role":"user","content":"hi"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"macro", `{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}`, "depth limit"},
+		{"range", `{% for i in range(100000000) %}{% endfor %}`, "steps limit"},
+		{"nested", `{% for i in range(20000) %}{% for j in range(20000) %}{% endfor %}{% endfor %}`, "limit"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, c.name+".jinja")
+			if err := os.WriteFile(file, []byte(c.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			out, errOut, code := run(t, "template", "--chat-template-file", file, "--messages", msgs)
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("took %v", d)
+			}
+			if code != 1 || out != "" || !strings.Contains(errOut, "chat template "+file) ||
+				!strings.Contains(errOut, c.want) || strings.Contains(errOut, "goroutine") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 naming the template and %q", code, out, errOut, c.want)
+			}
+		})
+	}
+	// Python's "x" * -1 is "": the template renders.
+	file := filepath.Join(dir, "neg.jinja")
+	if err := os.WriteFile(file, []byte(`[{{ "x" * -1 }}{{ messages[0].content }}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "template", "--chat-template-file", file, "--messages", msgs)
+	if code != 0 || out != "[hi]" {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want [hi]", code, out, errOut)
 	}
 }
