@@ -404,20 +404,6 @@ func (c *Cache) Store(b backend.Backend, i int, k, v backend.Tensor, n int) {
 	}
 }
 
-// Clear empties every sequence; the buffers stay allocated.
-func (c *Cache) Clear() {
-	for j := range c.pos {
-		if c.pos[j] >= 0 || c.seqs[j] != 0 {
-			c.pos[j], c.seqs[j], c.delta[j] = -1, 0, 0
-			c.touch(j)
-		}
-	}
-	for i := range c.regions {
-		c.regions[i].head, c.regions[i].used = 0, 0
-	}
-	c.shifted = false
-}
-
 // Free releases the buffers.
 func (c *Cache) Free(b backend.Backend) {
 	for _, t := range append(c.k, c.v...) {

@@ -250,30 +250,6 @@ func (c *Cache) SeqPosMax(seq int) int {
 	return p
 }
 
-// SeqCells is the number of cells sequence seq holds.
-func (c *Cache) SeqCells(seq int) int {
-	n := 0
-	if c.checkSeq(seq) != nil {
-		return 0
-	}
-	r := c.region(seq)
-	for j := r.base; j < r.base+r.size; j++ {
-		if c.seqs[j]&(1<<uint(seq)) != 0 {
-			n++
-		}
-	}
-	return n
-}
-
-// Free is the number of free cells where sequence seq's next tokens go.
-func (c *Cache) FreeCells(seq int) int {
-	if c.checkSeq(seq) != nil {
-		return 0
-	}
-	r := c.region(seq)
-	return r.size - r.used
-}
-
 // Cell returns cell j's position (-1: empty) and sequence set, for tests
 // and diagnostics.
 func (c *Cache) Cell(j int) (pos int32, seqs uint64) { return c.pos[j], c.seqs[j] }

@@ -15,6 +15,7 @@ import (
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/internal/fidelity"
+	"github.com/glint-llm/glint/kvcache"
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/model/synth"
@@ -201,8 +202,8 @@ func TestGenerateZeroAllocs(t *testing.T) {
 func TestContextOverflow(t *testing.T) {
 	m := openCPU(t, synthModel(t, "tiny", "F32"), layers.Options{Context: 8, Batch: 4})
 	s := &stream{m: m}
-	if err := s.eval(make([]int32, 9)); !errors.Is(err, layers.ErrContext) {
-		t.Fatalf("9 tokens in a context of 8: err = %v, want ErrContext", err)
+	if err := s.eval(make([]int32, 9)); !errors.Is(err, kvcache.ErrFull) {
+		t.Fatalf("9 tokens in a context of 8: err = %v, want kvcache.ErrFull", err)
 	}
 	if m.SeqPosMax(0) != -1 {
 		t.Fatalf("a refused batch stored positions up to %d", m.SeqPosMax(0))
@@ -210,8 +211,8 @@ func TestContextOverflow(t *testing.T) {
 	if err := s.eval([]int32{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.eval([]int32{1}); !errors.Is(err, layers.ErrContext) {
-		t.Fatalf("token past a full cache: err = %v, want ErrContext", err)
+	if err := s.eval([]int32{1}); !errors.Is(err, kvcache.ErrFull) {
+		t.Fatalf("token past a full cache: err = %v, want kvcache.ErrFull", err)
 	}
 	for _, bad := range [][]engine.Item{
 		{{Token: int32(m.Vocab())}},

@@ -283,9 +283,6 @@ func (m *Model) Context() int    { return m.s.KV.Context() }
 func (m *Model) Seqs() int       { return m.s.KV.Seqs }
 func (m *Model) MaxOutputs() int { return m.s.WS.Outputs }
 
-// ErrContext is wrapped by Decode when a batch does not fit in the cache.
-var ErrContext = kvcache.ErrFull
-
 // Decode implements engine.Model: the embedding and every layer over parts
 // of up to the workspace's batch, whose rows attend through the view the
 // cache builds for them; the final hidden states of the tokens that want

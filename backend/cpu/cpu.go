@@ -1,11 +1,9 @@
 // Package cpu is glint's host backend: every backend op in portable Go, run on
 // a persistent pool of worker goroutines, with C kernels for x86 (simd.c,
-// ops.c, amx.c, through cgo) chosen at run time by instruction set: AVX2,
-// AVX-512, AVX-512 VNNI and VBMI (int8 dot products), and AMX-INT8 tile
-// multiplies for prefill with Q4_0 and Q8_0 weights (the process asks Linux
-// for the tile state once). GLINT_CPU_SIMD=off|avx2|avx512|avx512vnni|
-// avx512vbmi|amx caps the level, which is how the tests compare every path
-// on one machine. Weights stay in their stored type and are unpacked block
+// ops.c, through cgo) chosen at run time by instruction set: AVX2,
+// AVX-512, AVX-512 VNNI and VBMI (int8 dot products).
+// GLINT_CPU_SIMD=off|avx2|avx512|avx512vnni|avx512vbmi caps the level, which
+// is how the tests compare every path on one machine. Weights stay in their stored type and are unpacked block
 // by block inside the dot kernels; activations are rounded as llama.cpp
 // rounds them: to Q8_0/Q8_K for quantised weights, so that block dot
 // products are exact integers, and to F16/BF16 for F16/BF16 weights. Every

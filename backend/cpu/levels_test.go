@@ -38,9 +38,9 @@ func matMulAt(t *testing.T, l simdLevel, threads int, dt dtype.Type, raw []byte,
 
 // TestMatMulLevelsBitExact demands that every kernel level this CPU runs
 // gives the portable Go path's bits for every output, for every weight type,
-// for decode (n=1) and prefill below and above the AMX kernel's 16 tokens,
+// for decode (n=1) and prefill of several token counts,
 // at shapes with ragged edges: row counts that are not a multiple of the
-// 4-row tiles or 32-row panels, k with a short last 256-chunk (float types),
+// 4-row tiles, k with a short last 256-chunk (float types),
 // an odd number of 32-blocks (Q4_0/Q8_0: partial 4-block groups) or below
 // the 128 where the 512-bit decode kernels start; float weights in both
 // flavours' orders, vec_dot's (rows not a multiple of 4, k with a

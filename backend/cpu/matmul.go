@@ -18,10 +18,6 @@ const (
 	// process together (sharing each activation block), so work is split
 	// in multiples of it.
 	rowTile = 4
-	// amxMinTokens is the fewest tokens for which the AMX kernel (amx.c)
-	// runs instead of the VNNI tiles: it works on tiles of 16 tokens, and
-	// pads short ones.
-	amxMinTokens = 16
 	// decodeChunk is the bytes of weight rows a thread claims at a time in
 	// decode (see MatMulTransposed).
 	decodeChunk = 128 << 10
@@ -114,9 +110,6 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		t.grain = max(1, min(t.grain, prefillChunkMACs/max(1, n*k)))
 	}
 	switch {
-	case t.simd >= simdAMX && a != nil && n >= amxMinTokens:
-		// The AMX kernel unpacks panels of 32 rows.
-		t.grain = (t.grain + 31) / 32 * 32
 	case t.simd > simdOff && a != nil:
 		tile := rowTile
 		if t.x8 {
@@ -166,17 +159,13 @@ func quantizeRows(t *task, lo, hi int) {
 
 // matMulRows computes output columns lo…hi-1 for every token, for the
 // matmuls whose chunks go one by one through Go (see simdRows): the
-// portable kernels and AMX. The portable path with float weights
+// portable kernels. The portable path with float weights
 // dequantises a chunk of a row once and adds it into the lanes (floatSum)
 // of a tile of tokens.
 func matMulRows(t *task, lo, hi int) {
 	k, m, n := t.k, t.m, t.n
 	rowBytes, _ := t.wt.RowBytes(k)
 	if t.act != nil {
-		if t.simd > simdOff {
-			simdMatMatQ(t.simd, t, rowBytes, lo, hi)
-			return
-		}
 		for o := lo; o < hi; o++ {
 			row := t.w[o*rowBytes : (o+1)*rowBytes]
 			for i := range n {

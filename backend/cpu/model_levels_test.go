@@ -104,8 +104,7 @@ func sameBits(a, b []float32) int {
 	return -1
 }
 
-// TestModelLevelsBitExact runs quantised models (and an F16 one) through a 20-token prefill
-// (past the 16 tokens where AMX takes over prefill) and greedy decode steps
+// TestModelLevelsBitExact runs quantised models (and an F16 one) through a 20-token prefill and greedy decode steps
 // at every kernel level this CPU runs, and demands the portable level's
 // bits for the rounded activations every matmul sees, every matmul's
 // output, and the logits. The first difference names its kind: a matmul

@@ -54,7 +54,7 @@ int glint_simd_level(void) {
 		}
 		// Level 4 (VBMI) runs level 3's kernels: its 512-bit Q4_0 kernels
 		// (vpermt2b) lost to the interleaved layout's (q4x8_tile_vnni). It
-		// stays a level of its own as the one AMX builds on.
+		// stays a level of its own for kernels that need VBMI.
 		return __builtin_cpu_supports("avx512vbmi") ? 4 : 3;
 	}
 	return 1;

@@ -14,8 +14,7 @@ const (
 	simdAVX2                    // AVX2 + FMA + F16C
 	simdAVX512                  // AVX-512 F/BW/VL/DQ as well
 	simdVNNI                    // AVX-512 VNNI as well (int8 dot products)
-	simdVBMI                    // AVX-512 VBMI as well (level 3's kernels; AMX builds on it)
-	simdAMX                     // AMX-INT8 as well (tile multiplies; amx.c, unused: see amxOrder)
+	simdVBMI                    // AVX-512 VBMI as well (level 3's kernels)
 )
 
 func (l simdLevel) String() string {
@@ -28,15 +27,13 @@ func (l simdLevel) String() string {
 		return "avx512vnni"
 	case simdVBMI:
 		return "avx512vbmi"
-	case simdAMX:
-		return "amx"
 	}
 	return "go"
 }
 
 // hostSIMD is the best level this CPU supports; defaultSIMD is what New uses:
 // hostSIMD unless GLINT_CPU_SIMD (off, go, avx2, avx512, avx512vnni,
-// avx512vbmi or amx) asks for less, which is how the other paths are run and
+// avx512vbmi) asks for less, which is how the other paths are run and
 // compared on a machine that has them all.
 var (
 	hostSIMD    = detectSIMD()
@@ -68,10 +65,8 @@ func parseSIMD(s string, host simdLevel) (simdLevel, error) {
 		l = simdVNNI
 	case "avx512vbmi", "vbmi":
 		l = simdVBMI
-	case "amx":
-		l = simdAMX
 	default:
-		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2, avx512, avx512vnni, avx512vbmi or amx", s)
+		return host, fmt.Errorf("cpu: GLINT_CPU_SIMD=%q: want off, avx2, avx512, avx512vnni or avx512vbmi", s)
 	}
 	return min(l, host), nil
 }

@@ -26,22 +26,15 @@ const (
 // detectBF16 reports AVX512_BF16 on a host whose kernels run AVX-512.
 func detectBF16() bool { return hostSIMD >= simdAVX512 && C.glint_has_bf16() != 0 }
 
-func detectSIMD() simdLevel {
-	l := simdLevel(C.glint_simd_level())
-	if l == simdVBMI && hostAMX() {
-		l = simdAMX
-	}
-	return l
-}
+func detectSIMD() simdLevel { return simdLevel(C.glint_simd_level()) }
 
 // simdRows runs this thread's share of the SIMD matmul t: the kernels
 // claim the task's chunks from t.next themselves (glint_rows in simd.h), a
 // prompt's all in one cgo call, a decode's (decodeTokens) one a call. It
 // reports false, having done nothing, where the chunks go one by one
-// through matMulRows instead: the portable kernels, and AMX, which may
-// decline a chunk.
+// through matMulRows instead: the portable kernels.
 func simdRows(t *task) bool {
-	if t.simd == simdOff || (t.act != nil && t.simd >= simdAMX && !t.x8 && amxApplies(t)) {
+	if t.simd == simdOff {
 		return false
 	}
 	if t.sum.paired() && (!simdBF16(t.simd) || len(t.xh) < t.n*t.k) {
@@ -83,16 +76,6 @@ func matMat(t *task, rowBytes int, r C.glint_rows) {
 	}
 	C.glint_matmat(C.int(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), xh, C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r, (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
-}
-
-// simdMatMatQ computes rows lo…hi-1 of every token of a matmul with
-// quantised weights, on the AMX kernel where it takes them.
-func simdMatMatQ(level simdLevel, t *task, rowBytes, lo, hi int) {
-	if level >= simdAMX && !t.x8 && amxMatMat(t, rowBytes, lo, hi) {
-		return
-	}
-	var next atomic.Int64
-	matMatQ(level, t, rowBytes, cRows(&next, hi-lo, lo, hi, 1))
 }
 
 // matMatQ computes the rows r names of every token of a matmul with

@@ -1,4 +1,4 @@
-// What the package's C kernels (simd.c, ops.c, amx.c) share: the weight type
+// What the package's C kernels (simd.c, ops.c) share: the weight type
 // ids, the target attributes of each level, and small helpers. Every
 // function here is static inline, so each file gets its own copy.
 #include <immintrin.h>

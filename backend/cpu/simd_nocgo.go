@@ -13,8 +13,6 @@ func detectBF16() bool { return false }
 
 func simdRows(*task) bool { return false }
 
-func simdMatMatQ(simdLevel, *task, int, int, int) { panic("cpu: SIMD kernels not built") }
-
 func simdQuantize(dtype.Type, int32, *acts, []float32, int, int, int) {
 	panic("cpu: SIMD kernels not built")
 }

@@ -115,8 +115,7 @@ func TestParseSIMD(t *testing.T) {
 		{"", simdVNNI, simdVNNI, false},
 		{"avx512vbmi", simdVBMI, simdVBMI, false},
 		{"vbmi", simdVNNI, simdVNNI, false},
-		{"amx", simdAMX, simdAMX, false},
-		{"amx", simdVBMI, simdVBMI, false},
+		{"amx", simdVBMI, simdVBMI, true},
 		{"sse", simdAVX2, simdAVX2, true},
 	} {
 		got, err := parseSIMD(c.in, c.host)
