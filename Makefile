@@ -120,18 +120,23 @@ bench-serve:
 	bash scripts/bench-serve.sh -p "$(GLINT_LLAMACPP)" -r $(SERVE_ROUNDS) -t $(VS_THREADS) -n $(SERVE_N) \
 		-c $(SERVE_CTX) -k $(SERVE_CLIENTS) -P "$(SERVE_PARALLEL)" -x "$(VS_LLAMA_ARGS)"
 
-# What a GPU machine without Go needs, in dist/ (git-ignored; about 30 MB):
-# the generate binary, the OpenCL and layers test binaries, and
-# bench-gpu.sh, which makes the synth models there and runs the tests, the
-# reports and parity (see the script). Prints the command to run there.
+# What a GPU machine without Go needs, in dist/ (git-ignored; about 35 MB,
+# stripped): the generate binary, the OpenCL and layers test binaries, the
+# Llama 3 vocabulary and the llama.cpp peer's sources (from $(SHARED)), and
+# bench-gpu.sh, which registers the GPU's OpenCL driver, makes the synth
+# models there and runs the tests, parity and the timings (see the script).
+BENCH_GPU_LDFLAGS := -ldflags='-s -w' -trimpath
 bench-gpu:
 	@mkdir -p dist
-	$(GO) build -o dist/generate ./cmd/generate
-	$(GO) test -c -o dist/opencl.test ./backend/opencl
-	$(GO) test -c -o dist/layers.test ./layers
-	cp scripts/bench-gpu.sh dist/
-	@echo "copy dist/ to the GPU machine (e.g. scp -r dist HOST:glint-dist), then run there:"
-	@echo "    bash glint-dist/bench-gpu.sh"
+	$(GO) build $(BENCH_GPU_LDFLAGS) -o dist/generate ./cmd/generate
+	$(GO) test -c $(BENCH_GPU_LDFLAGS) -o dist/opencl.test ./backend/opencl
+	$(GO) test -c $(BENCH_GPU_LDFLAGS) -o dist/layers.test ./layers
+	install -m 0755 scripts/bench-gpu.sh dist/
+	@if [ -f $(BENCH_VOCAB) ]; then install -m 0644 $(BENCH_VOCAB) dist/; fi
+	@if [ -f $(SHARED)/peers/build-llama.sh ]; then mkdir -p dist/peers && install -m 0644 $(SHARED)/peers/build-llama.sh $(SHARED)/peers/llama.cpp-*.tar.xz $(SHARED)/peers/refgen-greedy.cpp dist/peers/; fi
+	@du -sh dist | sed 's/\t/ in /'
+	@echo "on a lent GPU machine (device tool): run with carry [\"dist\"]: bash dist/bench-gpu.sh --quick --batch"
+	@echo "elsewhere: copy dist/ over and run bash dist/bench-gpu.sh --quick"
 
 # ONNX Runtime's shared library into third_party/onnxruntime (git-ignored).
 onnxruntime:

@@ -35,6 +35,10 @@ type Options struct {
 	Backend string // cpu (default), opencl or onnx
 	Threads int    // CPU threads (0: all cores)
 	Device  string // OpenCL device: index or name substring ("": first GPU, else first device)
+	// Tune builds and launches the OpenCL kernels otherwise than suits the
+	// device, for benchmarks (opencl.Options.Tune: portable, gpu, gemm=64 …);
+	// every tuning gives the same results.
+	Tune string
 	// Context is the number of KV-cache cells, llama.cpp's -c: rounded up to a
 	// multiple of 32 as llama.cpp pads it (0 or more than trained: the
 	// model's trained context). Sequences share them (KVLayout).
@@ -101,15 +105,16 @@ func (m *Model) Close() error {
 	return first
 }
 
-// NewBackend makes the named glint backend (cpu or opencl).
-func NewBackend(name string, threads int, device string) (backend.Backend, error) {
-	switch name {
+// NewBackend makes the glint backend o.Backend names (cpu or opencl) with
+// o.Threads, or o.Device and o.Tune.
+func NewBackend(o Options) (backend.Backend, error) {
+	switch o.Backend {
 	case "", "cpu":
-		return cpu.New(threads), nil
+		return cpu.New(o.Threads), nil
 	case "opencl":
-		return opencl.New(opencl.Options{Device: device})
+		return opencl.New(opencl.Options{Device: o.Device, Tune: o.Tune})
 	}
-	return nil, fmt.Errorf("unknown backend %q (want cpu, opencl or onnx)", name)
+	return nil, fmt.Errorf("unknown backend %q (want cpu, opencl or onnx)", o.Backend)
 }
 
 // Open loads path on o.Backend.
@@ -149,7 +154,7 @@ func Open(path string, o Options) (*Model, error) {
 	if m.TokenizerErr != nil {
 		m.Tokenizer = nil
 	}
-	b, err := NewBackend(o.Backend, o.Threads, o.Device)
+	b, err := NewBackend(o)
 	if err != nil {
 		m.Close()
 		return nil, err

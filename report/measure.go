@@ -26,6 +26,7 @@ type Job struct {
 	Runs       int     `json:"runs"`
 	Threads    int     `json:"threads,omitempty"`
 	Device     string  `json:"device,omitempty"`
+	Tune       string  `json:"tune,omitempty"`
 	Context    int     `json:"context,omitempty"`
 	CacheTypeK string  `json:"cache_type_k,omitempty"`
 	CacheTypeV string  `json:"cache_type_v,omitempty"`
@@ -81,7 +82,7 @@ func Measure(j Job) (res Backend) {
 	var made bool
 	var prof *backend.ProfiledBackend
 	opts := glint.Options{
-		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Context: j.Context, OrtLib: j.OrtLib,
+		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Tune: j.Tune, Context: j.Context, OrtLib: j.OrtLib,
 		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV,
 		Wrap: func(b backend.Backend) backend.Backend {
 			made = true

@@ -51,6 +51,7 @@ type Settings struct {
 	WarmupRuns int     `json:"warmup_runs"`
 	Threads    int     `json:"threads"`
 	Device     string  `json:"device,omitempty"`
+	Tune       string  `json:"tune,omitempty"`
 	Context    int     `json:"context"`
 	CacheTypeK string  `json:"cache_type_k"`
 	CacheTypeV string  `json:"cache_type_v"`

@@ -36,6 +36,7 @@ type Options struct {
 	N, Runs int
 	Threads int
 	Device  string // OpenCL device
+	Tune    string // OpenCL kernels' tuning (glint.Options.Tune)
 	Context int    // KV-cache length (0: the model's trained context)
 	// CacheTypeK and CacheTypeV are the KV-cache types ("": f16).
 	CacheTypeK, CacheTypeV string
@@ -97,7 +98,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		Machine:       machine(),
 		Settings: Settings{
 			Prompt: o.Prompt, PromptIDs: o.PromptIDs, NPredict: o.N, Runs: o.Runs, WarmupRuns: 1,
-			Threads: o.Threads, Device: o.Device, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV,
+			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV,
 			Sampling: "greedy", IgnoreEOS: true, Profile: o.Profile,
 		},
 	}
@@ -133,7 +134,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		}
 		b = run(ctx, Job{
 			Backend: name, Model: path, Prompt: o.Prompt, PromptIDs: o.PromptIDs, N: o.N, Runs: o.Runs,
-			Threads: o.Threads, Device: o.Device, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, OrtLib: o.OrtLib, Profile: o.Profile,
+			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, OrtLib: o.OrtLib, Profile: o.Profile,
 		})
 		b.Backend, b.Model = name, info
 		if b.Status == StatusOK {

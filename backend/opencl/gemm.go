@@ -87,6 +87,10 @@ func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool, n int) (mmtShape, boo
 		ty = 4
 	}
 	tx := min(256/ty, 64)
+	limit := k.max
+	if b.gemmItems > 0 {
+		limit = min(limit, b.gemmItems)
+	}
 	for {
 		s := mmtShape{tx: tx, ty: ty, bm: tx * tr, bn: ty * mmtTC}
 		s.local, s.nlocal = mmtLocal(dt, s.bm, s.bn)
@@ -94,7 +98,7 @@ func (b *Backend) mmtPlan(k *kern, dt dtype.Type, r8 bool, n int) (mmtShape, boo
 		for _, l := range s.locals() {
 			total += l
 		}
-		if tx*ty <= k.max && int64(total) <= b.info.LocalMem {
+		if tx*ty <= limit && int64(total) <= b.info.LocalMem {
 			return s, true
 		}
 		switch {

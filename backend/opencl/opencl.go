@@ -28,12 +28,18 @@ import (
 	"github.com/glint-llm/glint/kernels"
 )
 
-// Options selects the device.
+// Options selects the device and, for benchmarks, how its kernels are built
+// and launched.
 type Options struct {
 	// Device is "" for the first GPU (else the first device), a number for
 	// an index in Devices' order, or else a device's ShortName ("pocl",
 	// "llvmpipe") or a case-insensitive substring of its name.
 	Device string
+	// Tune is "" (what suits the device) or a comma-separated list of
+	// native, portable, no-dot4, no-subgroups, no-fp16, cpu, gpu and gemm=N
+	// (see parseTune): other kernel variants and GEMM work-groups, each
+	// giving the same bits.
+	Tune string
 }
 
 // Stats counts host↔device traffic, kernel launches and the device-memory
@@ -260,6 +266,8 @@ type Backend struct {
 
 	// mat holds the matmul launch shapes chosen for the device (see tune).
 	mat matShape
+	// gemmItems, when positive, caps mmt_T's work-groups (Options.Tune).
+	gemmItems int
 
 	// lanes is the vector width, in floats, of the llama.cpp CPU build whose
 	// arithmetic attention and SiLU follow, as the CPU backend's do
@@ -338,11 +346,20 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := parseTune(opts.Tune)
+	if err != nil {
+		return nil, err
+	}
 	d, err := pick(ds, opts.Device)
 	if err != nil {
 		return nil, err
 	}
-	return open(d, nativeVariant(d.info))
+	b, err := open(d, t.apply(nativeVariant(d.info)))
+	if err != nil {
+		return nil, err
+	}
+	b.gemmItems = t.gemmItems
+	return b, nil
 }
 
 // open makes a Backend on d with the program variant v and, for v.cpu, the

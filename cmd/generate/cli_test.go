@@ -126,6 +126,7 @@ func TestBadInput(t *testing.T) {
 		{"prompt beyond context", []string{"-m", write("ok.gguf", good), "-c", "8", "-p", strings.Repeat("hello world ", 20)}, "ok.gguf: prompt of"},
 		{"no such OpenCL device", []string{"-m", write("ok2.gguf", good), "-b", "opencl", "--device", "no-such-device", "-p", "x"}, "no-such-device"},
 		{"missing ONNX library", []string{"-b", "onnx", "-m", shared.Models(t, "onnx-genai-test/tiny-random-gpt2-fp32"), "--ort-lib", filepath.Join(dir, "libnope.so"), "-p", "x"}, "make onnxruntime"},
+		{"unknown OpenCL tuning", []string{"-m", write("ok5.gguf", good), "-b", "opencl", "--tune", "gemm=100", "-p", "x"}, "gemm=100"},
 		{"unknown backend", []string{"-m", write("ok3.gguf", good), "-b", "cuda", "-p", "x"}, "cuda"},
 		{"unknown cache type", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-p", "x"}, `cache type "q8_0" is not supported`},
 		{"bad prompt ids", []string{"-m", write("ok4.gguf", good), "--prompt-ids", "1,x"}, "x"},

@@ -38,6 +38,7 @@ func reportCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: filepath.Join("out", "report"), Usage: "folder for report.json and report.svg"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring"},
+			tuneFlag(),
 			&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
 			cacheTypeFlag("k"), cacheTypeFlag("v"),
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
@@ -90,7 +91,7 @@ func runReport(c *cli.Context) error {
 	}
 	o := report.Options{
 		Models: models, Prompt: c.String("prompt"), N: c.Int("n-predict"), Runs: c.Int("runs"),
-		Threads: c.Int("threads"), Device: c.String("device"), Context: c.Int("ctx-size"),
+		Threads: c.Int("threads"), Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"),
 		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
 		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"),
 	}

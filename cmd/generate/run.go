@@ -24,10 +24,17 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "backend", Aliases: []string{"b"}, Value: "cpu", Usage: "cpu, opencl or onnx"},
 		&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "CPU threads (0: all cores)"},
 		&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring (default: first GPU, else first device)"},
+		tuneFlag(),
 		&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
 		&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
 		cacheTypeFlag("k"), cacheTypeFlag("v"),
 	}
+}
+
+// tuneFlag is --tune: the OpenCL kernels' variant and GEMM work-groups, for
+// benchmarks (glint.Options.Tune).
+func tuneFlag() cli.Flag {
+	return &cli.StringFlag{Name: "tune", Usage: "OpenCL kernels for a benchmark: comma-separated native, portable, no-dot4, no-subgroups, no-fp16, cpu, gpu, gemm=N (16…256 work-items); same results"}
 }
 
 // cacheTypeFlag is --cache-type-k or -v (-ctk, -ctv), as llama.cpp names them.
@@ -81,7 +88,7 @@ func contextShiftFlags() []cli.Flag {
 func loadOpts(c *cli.Context) glint.Options {
 	return glint.Options{
 		Backend: c.String("backend"), Threads: c.Int("threads"),
-		Device: c.String("device"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
+		Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
 		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
 	}
 }
