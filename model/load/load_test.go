@@ -1,6 +1,7 @@
 package load_test
 
 import (
+	"bytes"
 	"maps"
 	"math"
 	"os"
@@ -275,14 +276,42 @@ func TestHostileHyperParameters(t *testing.T) {
 
 // FuzzConfigFromGGUF: whatever a file's header claims, ConfigFromGGUF
 // returns a config or an error, never a panic, and a config it returns
-// matches the file's tensors.
+// matches the file's tensors. The seeds are a one-layer model small enough
+// for the fuzzer to mutate quickly, and that model claiming 1e7 layers or
+// a 1e9-token context.
 func FuzzConfigFromGGUF(f *testing.F) {
-	for _, set := range []map[string]any{nil, {"llama.block_count": uint32(1e7)}, {"llama.context_length": uint32(1e9)}} {
-		b, err := os.ReadFile(ggufWith(f, nil, set, nil))
-		if err != nil {
+	c, err := model.Config{Arch: "llama", NLayer: 1, NEmbd: 8, NHead: 2, NHeadKV: 1, HeadDim: 4, NFF: 8, Vocab: 4,
+		Context: 16, RMSEps: 1e-5, RopeTheta: 1e4, RopeDims: 4, TiedEmbeddings: true}.WithArch()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, edit := range []func(kvs []gguf.KV){nil,
+		func(kvs []gguf.KV) { kvs[0].Value = must(gguf.NewValue(uint32(1e7))) },
+		func(kvs []gguf.KV) { kvs[1].Value = must(gguf.NewValue(uint32(1e9))) },
+	} {
+		kvs := must(gguf.HParams(c))
+		if edit != nil {
+			edit(kvs)
+		}
+		w := gguf.NewWriter()
+		if err := w.Add("general.architecture", "llama"); err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		for _, kv := range kvs {
+			if err := w.Add(kv.Key, kv.Value); err != nil {
+				f.Fatal(err)
+			}
+		}
+		for _, ts := range c.TensorShapes() {
+			if err := w.AddTensor(ts.Name, dtype.F32, ts.Shape, make([]byte, must(dtype.F32.Bytes(ts.Shape...)))); err != nil {
+				f.Fatal(err)
+			}
+		}
+		var b bytes.Buffer
+		if _, err := w.WriteTo(&b); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Bytes())
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := gguf.Parse(data)
