@@ -151,6 +151,7 @@ deps:
 
 fuzz:
 	$(GO) test ./model/gguf -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
+	$(GO) test ./model/load -run '^$$' -fuzz FuzzConfigFromGGUF -fuzztime 5m -parallel 1
 	$(GO) test ./model/safetensors -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime 5m -parallel 1
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzFromHF -fuzztime 5m -parallel 1

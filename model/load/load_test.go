@@ -210,6 +210,10 @@ func TestOpenHF(t *testing.T) {
 			b, _ := os.ReadFile(filepath.Join(d, "config.json"))
 			os.WriteFile(filepath.Join(d, "config.json"), []byte(strings.Replace(string(b), `"vocab_size": 512`, `"vocab_size": 500`, 1)), 0o644)
 		}, `"token_embd.weight" has shape [512 64], want [500 64]`},
+		{"1e7 layers", func(d string) {
+			b, _ := os.ReadFile(filepath.Join(d, "config.json"))
+			os.WriteFile(filepath.Join(d, "config.json"), []byte(strings.Replace(string(b), `"num_hidden_layers": 2`, `"num_hidden_layers": 10000000`, 1)), 0o644)
+		}, `"blk.2.attn_norm.weight" is missing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := t.TempDir()
