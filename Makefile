@@ -33,7 +33,7 @@ SERVE_N        ?= 32
 SERVE_CTX      ?= 2048
 SERVE_CLIENTS  ?= 8
 
-.PHONY: all build test lint demo bench bench-vs-llamacpp bench-serve bench-gpu onnxruntime deps fuzz clean
+.PHONY: all build test lint demo bench bench-vs-llamacpp bench-serve bench-gpu onnxruntime deps fuzz soak clean
 
 all: build
 
@@ -120,6 +120,15 @@ bench-serve:
 	bash scripts/bench-serve.sh -p "$(GLINT_LLAMACPP)" -r $(SERVE_ROUNDS) -t $(VS_THREADS) -n $(SERVE_N) \
 		-c $(SERVE_CTX) -k $(SERVE_CLIENTS) -P "$(SERVE_PARALLEL)" -x "$(VS_LLAMA_ARGS)"
 
+# A bounded soak of generate serve (cmd/generate/soak_test.go): bin/generate
+# on llama3-tiny, --parallel 4, 200 greedy requests from 16 clients (a
+# quarter cut mid-stream) beside 20 stalled bodies and 4 8-MB /tokenize
+# bodies; every whole reply must equal its solo text, nothing may be left
+# running, and SIGTERM must end it with status 0. Prints peak RSS and counts.
+soak: build
+	GLINT_SOAK=1 GLINT_SOAK_BIN=$(abspath $(BIN)/generate) GLINT_SHARED=$(abspath $(SHARED)) \
+		$(GO) test ./cmd/generate -run '^TestSoak$$' -count=1 -v -timeout 15m
+
 # What a GPU machine without Go needs, in dist/ (git-ignored; about 35 MB,
 # stripped): the generate binary, the OpenCL and layers test binaries, the
 # Llama 3 vocabulary and the llama.cpp peer's sources (from $(SHARED)), and
@@ -147,6 +156,7 @@ deps:
 
 fuzz:
 	$(GO) test ./model/gguf -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
+	$(GO) test ./model/load -run '^$$' -fuzz FuzzConfigFromGGUF -fuzztime 5m -parallel 1
 	$(GO) test ./model/safetensors -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime 5m -parallel 1
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzFromHF -fuzztime 5m -parallel 1

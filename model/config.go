@@ -7,6 +7,11 @@ import (
 	"slices"
 )
 
+// MaxContext bounds a model's trained context length. No released model is
+// trained on more than 10M positions (Llama 4 Scout); a file claiming more
+// is damaged or hostile, and with -c 0 the claim would size the KV cache.
+const MaxContext = 1 << 24
+
 // Validate checks that the hyper-parameters describe a model the layers can
 // run: a supported architecture, every size positive, the query heads a
 // multiple of the KV heads, and the rotated dimensions an even number within
@@ -29,6 +34,9 @@ func (c Config) Validate() error {
 	positive("feed-forward length", c.NFF)
 	positive("vocab", c.Vocab)
 	positive("context", c.Context)
+	if c.Context > MaxContext {
+		errs = append(errs, fmt.Errorf("context %d is more than glint supports (%d)", c.Context, MaxContext))
+	}
 	if c.NHead > 0 && c.NHeadKV > 0 && c.NHead%c.NHeadKV != 0 {
 		errs = append(errs, fmt.Errorf("%d heads are not a multiple of %d KV heads", c.NHead, c.NHeadKV))
 	}
@@ -69,9 +77,36 @@ func (c Config) Validate() error {
 // description of the files' weights: loaders check files against it and
 // package synth generates from it.
 func (c Config) TensorShapes() []TensorShape {
+	var ts []TensorShape
+	c.eachTensor(func(t TensorShape) bool { ts = append(ts, t); return true })
+	return ts
+}
+
+// TensorCount is len(c.TensorShapes()), counted without listing them: a
+// hostile file may claim millions of layers, and the count is what such a
+// claim is checked against before anything is made per layer.
+func (c Config) TensorCount() int {
+	count := func(c Config) (n int) {
+		c.eachTensor(func(TensorShape) bool { n++; return true })
+		return n
+	}
+	layers := max(c.NLayer, 0)
+	c.NLayer = 0
+	fixed := count(c)
+	c.NLayer = 1
+	return fixed + layers*(count(c)-fixed)
+}
+
+// eachTensor calls yield with each tensor of TensorShapes in its order
+// until yield returns false, so that a check stops at the first mismatch
+// without first listing every layer a file claims.
+func (c Config) eachTensor(yield func(TensorShape) bool) {
 	e, q, kv, ff := c.NEmbd, c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NFF
-	ts := []TensorShape{{"token_embd.weight", []int{c.Vocab, e}}}
-	add := func(name string, shape ...int) { ts = append(ts, TensorShape{name, shape}) }
+	stopped := false
+	add := func(name string, shape ...int) {
+		stopped = stopped || !yield(TensorShape{name, shape})
+	}
+	add("token_embd.weight", c.Vocab, e)
 	if c.NoRoPE {
 		add("position_embd.weight", c.Context, e)
 	}
@@ -89,7 +124,7 @@ func (c Config) TensorShapes() []TensorShape {
 			add(name+".bias", e)
 		}
 	}
-	for i := 0; i < c.NLayer; i++ {
+	for i := 0; i < c.NLayer && !stopped; i++ {
 		b := fmt.Sprintf("blk.%d.", i)
 		norm(b + "attn_norm")
 		if c.FusedQKV {
@@ -144,7 +179,6 @@ func (c Config) TensorShapes() []TensorShape {
 	if !c.TiedEmbeddings {
 		add("output.weight", c.Vocab, e)
 	}
-	return ts
 }
 
 // TensorShape is a tensor's GGUF name and row-major shape.
@@ -155,19 +189,25 @@ type TensorShape struct {
 
 // CheckSource verifies that src holds every tensor of the config with the
 // expected shape, so that a mismatched file fails when it is opened rather
-// than deep inside a forward pass.
+// than deep inside a forward pass. It stops at the first mismatch: a file
+// claiming a million layers fails at the first layer it lacks.
 func (c Config) CheckSource(src Source) error {
-	for _, ts := range c.TensorShapes() {
+	var err error
+	c.eachTensor(func(ts TensorShape) bool {
 		if !src.Has(ts.Name) {
-			return fmt.Errorf("model: tensor %q is missing", ts.Name)
+			err = fmt.Errorf("model: tensor %q is missing", ts.Name)
+			return false
 		}
-		td, err := src.Tensor(ts.Name)
-		if err != nil {
-			return fmt.Errorf("model: %w", err)
+		td, terr := src.Tensor(ts.Name)
+		if terr != nil {
+			err = fmt.Errorf("model: %w", terr)
+			return false
 		}
 		if !slices.Equal(td.Shape, ts.Shape) {
-			return fmt.Errorf("model: tensor %q has shape %v, want %v for this config", ts.Name, td.Shape, ts.Shape)
+			err = fmt.Errorf("model: tensor %q has shape %v, want %v for this config", ts.Name, td.Shape, ts.Shape)
+			return false
 		}
-	}
-	return nil
+		return true
+	})
+	return err
 }

@@ -297,11 +297,29 @@ func TestValidate(t *testing.T) {
 		{"zero vocab", func(c *model.Config) { c.Vocab = 0 }, "vocab = 0"},
 		{"nan eps", func(c *model.Config) { c.RMSEps = float32(math.NaN()) }, "epsilon"},
 		{"zero theta", func(c *model.Config) { c.RopeTheta = 0 }, "theta"},
+		{"huge context", func(c *model.Config) { c.Context = model.MaxContext + 1 }, "context 16777217 is more than glint supports"},
 	} {
 		c := good
 		tc.edit(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to mention %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestTensorCount: the count a hostile file's layer claim is checked
+// against is the length of the list, for every architecture's flags.
+func TestTensorCount(t *testing.T) {
+	for _, arch := range model.Archs {
+		for _, layers := range []int{0, 1, 3, 17} {
+			c, err := model.Config{Arch: arch, NLayer: layers, NEmbd: 8, NHead: 2, NHeadKV: 1, HeadDim: 4, NFF: 8,
+				Vocab: 4, Context: 4, RMSEps: 1e-5, RopeTheta: 1e4, RopeDims: 4, HasRopeFreqs: true}.WithArch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := c.TensorCount(), len(c.TensorShapes()); got != want {
+				t.Errorf("%s, %d layers: TensorCount %d, %d shapes", arch, layers, got, want)
+			}
 		}
 	}
 }

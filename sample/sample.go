@@ -14,7 +14,7 @@ import (
 type Params struct {
 	Temp          float32 // ≤ 0: greedy
 	TopK          int     // ≤ 0: off
-	TopP          float32 // ≤ 0 or ≥ 1: off
+	TopP          float32 // ≥ 1: off; ≤ 0: only the most probable token, as llama.cpp
 	MinP          float32 // ≤ 0: off
 	RepeatPenalty float32 // 1: off
 	RepeatLastN   int     // how many recent tokens the penalty sees
@@ -45,8 +45,11 @@ func New(p Params, vocab int) *Sampler {
 }
 
 // Greedy reports whether the choice is plain argmax of the raw logits, which
-// a device backend can make without sending the logits back.
-func (s *Sampler) Greedy() bool { return s.P.Temp <= 0 && s.P.RepeatPenalty == 1 }
+// a device backend can make without sending the logits back: a temperature
+// of 0, or a top-p of 0, which keeps only the most probable token.
+func (s *Sampler) Greedy() bool {
+	return (s.P.Temp <= 0 || s.P.TopP <= 0) && s.P.RepeatPenalty == 1
+}
 
 // Sample chooses a token from logits (modified in place by the penalty);
 // history is the tokens so far (prompt and generated), for the penalty.
@@ -68,7 +71,9 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	}
 	// From here c is sorted, best first.
 	softmax(c, 1)
-	if s.P.TopP > 0 && s.P.TopP < 1 {
+	// The most probable token always stays (llama.cpp's min_keep of 1), so
+	// a top-p of 0 leaves only it.
+	if s.P.TopP < 1 {
 		var cum float32
 		for i := range c {
 			cum += c[i].p

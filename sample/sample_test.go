@@ -44,20 +44,23 @@ func naiveProbs(logits []float32, p Params) []float64 {
 	for i := range keep {
 		keep[i] = p.TopK <= 0 || rank(i) < p.TopK
 	}
-	if p.TopP > 0 && p.TopP < 1 {
+	if p.TopP < 1 {
 		pr := soft(keep, 1)
 		for i := range keep {
 			if !keep[i] {
 				continue
 			}
-			// kept when the mass of strictly better tokens is below TopP
+			// kept when the mass of strictly better tokens is below TopP;
+			// the best token has none better and always stays
 			var better float64
+			nBetter := 0
 			for j := range keep {
 				if keep[j] && rank(j) < rank(i) {
 					better += pr[j]
+					nBetter++
 				}
 			}
-			keep[i] = better < float64(p.TopP)
+			keep[i] = nBetter == 0 || better < float64(p.TopP)
 		}
 	}
 	if p.MinP > 0 {
@@ -79,11 +82,14 @@ func TestDistribution(t *testing.T) {
 		name string
 		p    Params
 	}{
-		{"temp1", Params{Temp: 1, RepeatPenalty: 1}},
-		{"temp0.5", Params{Temp: 0.5, RepeatPenalty: 1}},
-		{"topk3", Params{Temp: 1, TopK: 3, RepeatPenalty: 1}},
+		{"temp1", Params{Temp: 1, TopP: 1, RepeatPenalty: 1}},
+		{"temp0.5", Params{Temp: 0.5, TopP: 1, RepeatPenalty: 1}},
+		{"topk3", Params{Temp: 1, TopK: 3, TopP: 1, RepeatPenalty: 1}},
 		{"topp0.8", Params{Temp: 1, TopP: 0.8, RepeatPenalty: 1}},
-		{"minp0.2", Params{Temp: 1.3, MinP: 0.2, RepeatPenalty: 1}},
+		{"minp0.2", Params{Temp: 1.3, TopP: 1, MinP: 0.2, RepeatPenalty: 1}},
+		{"topp0", Params{Temp: 1, TopP: 0, RepeatPenalty: 1}},
+		{"topp0 topk3 hot", Params{Temp: 2, TopK: 3, TopP: 0, MinP: 0.01, RepeatPenalty: 1}},
+		{"topp0.3", Params{Temp: 1, TopP: 0.3, RepeatPenalty: 1}},
 		{"defaults", Defaults()},
 	}
 	const draws = 200000
@@ -119,8 +125,21 @@ func TestGreedyAndSeed(t *testing.T) {
 	if id := g.Sample(append([]float32(nil), logits...), nil); id != 1 {
 		t.Fatalf("greedy = %d, want 1", id)
 	}
+	// top-p 0 keeps only the most probable token, as llama.cpp's top-p
+	// sampler does (it always keeps one): greedy at any temperature.
+	for _, seed := range []uint64{1, 2, 3} {
+		p := New(Params{Temp: 1.5, TopK: 40, TopP: 0, RepeatPenalty: 1, Seed: seed}, 4)
+		if !p.Greedy() {
+			t.Fatal("top-p 0 should be greedy")
+		}
+		for range 20 {
+			if id := p.Sample(append([]float32(nil), logits...), nil); id != 1 {
+				t.Fatalf("top-p 0 drew %d, want 1", id)
+			}
+		}
+	}
 	draw := func(seed uint64) []int32 {
-		s := New(Params{Temp: 1, RepeatPenalty: 1, Seed: seed}, 4)
+		s := New(Params{Temp: 1, TopP: 1, RepeatPenalty: 1, Seed: seed}, 4)
 		var out []int32
 		for range 50 {
 			out = append(out, s.Sample([]float32{1, 1.2, 0.9, 1.1}, nil))

@@ -33,8 +33,9 @@ func chatCommand() *cli.Command {
 		Name:  "chat",
 		Usage: "chat with an instruct model, turn by turn (/clear, /save FILE, /load FILE, /exit)",
 		UsageText: "generate chat -m MODEL [--system S] [-b cpu|opencl] [sampling flags] [--chat-template NAME | --chat-template-file FILE]\n\n" +
-			"Each line read is a user message; on a terminal Ctrl-C stops the reply under way. Piped stdin\n" +
-			"works too: stdout then carries only the replies, one turn after another.",
+			"Each line read is a user message; on a terminal Ctrl-C stops the reply under way and lines\n" +
+			"starting with / are commands. Piped stdin works too: every line, / or not, is a message, and\n" +
+			"stdout carries only the replies, one turn after another.",
 		Flags:  fl,
 		Action: runChat,
 	}
@@ -281,7 +282,9 @@ func runChat(c *cli.Context) error {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		if strings.HasPrefix(line, "/") {
+		// Commands are a person's, at a terminal: piped lines may be
+		// untrusted text, and a "/save FILE" there must not write a file.
+		if tty && strings.HasPrefix(line, "/") {
 			done, err := s.command(line)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%v\n", err)

@@ -272,30 +272,35 @@ func TestChatCtrlC(t *testing.T) {
 	}
 }
 
-// TestChatPiped: with stdin piped, each line is a user message and stdout
-// carries only the replies.
+// TestChatPiped: with stdin piped, each line is a user message, slash or
+// not (a piped "/save FILE" is text, perhaps untrusted, and writes
+// nothing), and stdout carries only the replies.
 func TestChatPiped(t *testing.T) {
 	model := shared.Models(t, "llama3-tiny/llama3-tiny-Q8_0.gguf")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	saved := filepath.Join(t.TempDir(), "conv.json")
 	cmd := exec.Command(exe, "chat", "-m", model, "--temp", "0", "-n", "4", "-c", "256", "-t", "1")
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	cmd.Stdin = strings.NewReader("one\n\ntwo\n/bogus\nthree\n")
+	cmd.Stdin = strings.NewReader("one\n\ntwo\n/save " + saved + "\n/exit\nthree\n")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v: %s", err, stderr.String())
 	}
-	if n := len(statsRE.FindAllString(stderr.String(), -1)); n != 3 {
-		t.Fatalf("%d turns, want 3: %s", n, stderr.String())
+	if n := len(statsRE.FindAllString(stderr.String(), -1)); n != 5 {
+		t.Fatalf("%d turns, want 5 (the slash lines are messages): %s", n, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), `unknown command "/bogus"`) {
-		t.Errorf("no word on /bogus: %s", stderr.String())
+	if _, err := os.Stat(saved); !os.IsNotExist(err) {
+		t.Errorf("a piped /save wrote %s (%v)", saved, err)
 	}
-	if strings.Contains(stdout.String(), "prefill") || strings.Count(stdout.String(), "\n") < 3 {
-		t.Errorf("stdout %q: want the three replies only", stdout.String())
+	if strings.Contains(stderr.String(), "(saved") {
+		t.Errorf("a piped /save ran: %s", stderr.String())
+	}
+	if strings.Contains(stdout.String(), "prefill") || strings.Count(stdout.String(), "\n") < 5 {
+		t.Errorf("stdout %q: want the five replies only", stdout.String())
 	}
 }
 

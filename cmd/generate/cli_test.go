@@ -94,11 +94,47 @@ func strPayload(s string) []byte {
 	return b.Bytes()
 }
 
+// withKeys rewrites a GGUF file through gguf.Writer with some metadata
+// values replaced.
+func withKeys(t *testing.T, path string, set map[string]any) []byte {
+	t.Helper()
+	src, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	w := gguf.NewWriter()
+	for _, kv := range src.KV {
+		v := any(kv.Value)
+		if s, ok := set[kv.Key]; ok {
+			v = s
+		}
+		if err := w.Add(kv.Key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ti := range src.Tensors {
+		td, err := src.Tensor(ti.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Shape(), td.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // Bad input ends in one line on stderr naming the problem, exit status 1,
 // and never a panic.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
-	good, err := os.ReadFile(tinyModel(t))
+	tiny := tinyModel(t)
+	good, err := os.ReadFile(tiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +156,10 @@ func TestBadInput(t *testing.T) {
 		{"tensor data past end", []string{"-m", write("short.gguf", good[:len(good)-100]), "-p", "x"}, "past end"},
 		{"wrong magic", []string{"-m", write("magic.gguf", append([]byte("GGML"), good[4:]...)), "-p", "x"}, "magic"},
 		{"huge array", []string{"-m", write("huge.gguf", ggufBytes([][3]any{arch, {"tokenizer.ggml.tokens", gguf.TypeArray, hugeArray}}, nil)), "-p", "x"}, "huge.gguf"},
+		{"1e7 layers", []string{"-m", write("layers.gguf", withKeys(t, tiny, map[string]any{"llama.block_count": uint32(1e7)})), "-p", "x"}, "layers.gguf: llama.block_count 10000000 exceeds what the file's"},
+		{"1e6 layers", []string{"-m", write("layers6.gguf", withKeys(t, tiny, map[string]any{"llama.block_count": uint32(1e6)})), "-p", "x"}, "llama.block_count 1000000 exceeds"},
+		{"1e7 tensors", []string{"-m", write("tensors.gguf", append(binary.LittleEndian.AppendUint64(append([]byte("GGUF\x03\x00\x00\x00"), binary.LittleEndian.AppendUint64(nil, 1e7)...), 0), make([]byte, 1234)...)), "-p", "x"}, "tensors.gguf: header: tensor count 10000000 exceeds what the 1234 bytes left can hold"},
+		{"1e9 context", []string{"-m", write("ctx.gguf", withKeys(t, tiny, map[string]any{"llama.context_length": uint32(1e9)})), "-c", "0", "-p", "x"}, "context 1000000000 is more than glint supports"},
 		{"unsupported tensor type", []string{"-m", write("q5.gguf", ggufBytes([][3]any{arch}, [][4]any{{"token_embd.weight", []uint64{32, 4}, uint32(16), uint64(0)}})), "-p", "x"}, "token_embd.weight"},
 		{"unknown architecture", []string{"-m", write("mamba.gguf", ggufBytes([][3]any{{"general.architecture", gguf.TypeString, strPayload("mamba")}}, nil)), "-p", "x"}, "mamba"},
 		{"missing file", []string{"-m", filepath.Join(dir, "nope.gguf"), "-p", "x"}, "nope.gguf"},

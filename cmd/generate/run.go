@@ -57,7 +57,7 @@ func samplingFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.Float64Flag{Name: "temp", Value: f64(d.Temp), Usage: "temperature (0: greedy)"},
 		&cli.IntFlag{Name: "top-k", Value: d.TopK, Usage: "top-k (0: off)"},
-		&cli.Float64Flag{Name: "top-p", Value: f64(d.TopP), Usage: "top-p (1: off)"},
+		&cli.Float64Flag{Name: "top-p", Value: f64(d.TopP), Usage: "top-p (1: off; 0: only the most probable token)"},
 		&cli.Float64Flag{Name: "min-p", Value: f64(d.MinP), Usage: "min-p (0: off)"},
 		&cli.Float64Flag{Name: "repeat-penalty", Value: f64(d.RepeatPenalty), Usage: "repetition penalty (1: off)"},
 		&cli.IntFlag{Name: "repeat-last-n", Value: d.RepeatLastN, Usage: "tokens the penalty looks back on"},

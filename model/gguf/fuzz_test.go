@@ -24,6 +24,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(buf.Bytes())
 	f.Add(header(2, 0, 0).b)
+	f.Add(header(3, 1e7, 1e7).raw(make([]byte, 1024)...).b)
 	f.Add(header(3, 0, 1).str("general.alignment").u32(4).u32(1 << 30).b)
 	for _, c := range hostileCases() {
 		f.Add(c.data)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -46,8 +47,9 @@ func hostileCases() []struct {
 		{"version 1", header(1, 0, 0).b, "GGUF version 1 is not supported"},
 		{"version 4", header(4, 0, 0).b, "unsupported GGUF version 4"},
 		{"big-endian", (&enc{b: []byte("GGUF")}).raw(0, 0, 0, 3).u64(0).u64(0).b, "big-endian GGUF (version 3)"},
-		{"huge n_kv", header(3, 0, 1<<60).b, "1152921504606846976 metadata pairs and 0 tensors cannot fit in the 0 bytes left"},
-		{"huge n_tensors", header(3, 1<<62, 0).raw(make([]byte, 100)...).b, "4611686018427387904 tensors cannot fit"},
+		{"huge n_kv", header(3, 0, 1<<60).b, "header: metadata pair count 1152921504606846976 exceeds what the 0 bytes left can hold beside 0 tensors"},
+		{"n_kv beside tensors", header(3, 1, 4).raw(make([]byte, 60)...).b, "header: metadata pair count 4 exceeds what the 60 bytes left can hold beside 1 tensors"},
+		{"huge n_tensors", header(3, 1<<62, 0).raw(make([]byte, 100)...).b, "header: tensor count 4611686018427387904 exceeds what the 100 bytes left can hold (24 bytes each at least)"},
 		{"huge key length", kv1().u64(1 << 63).raw(make([]byte, 20)...).b, "metadata pair 0: key: string of 9223372036854775808 bytes: unexpected end of file"},
 		{"huge string value", kv1().str("k").u32(8).u64(1 << 63).b, `key "k": string of 9223372036854775808 bytes: unexpected end of file: 9223372036854775808 bytes needed at offset 45 (size 45)`},
 		{"2^60 strings", kv1().str("tokenizer.ggml.tokens").u32(9).u32(8).u64(1 << 60).str("a").b, `key "tokenizer.ggml.tokens": array of 1152921504606846976 STRING at offset 69 cannot fit in the 9 bytes left`},
@@ -193,5 +195,69 @@ func TestUnsupportedTypesNamed(t *testing.T) {
 		if strings.Contains(fmt.Sprint(err), "ggml_type(") {
 			t.Errorf("id %d: %v shows a bare number", id, err)
 		}
+	}
+}
+
+// allocated is the bytes f allocates, from runtime.MemStats.TotalAlloc.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHostileCountsAllocateLittle: counts in a small file that claim
+// millions of tensors, pairs, array elements or string bytes are refused
+// before anything is sized by them. Parse allocates as a small multiple of
+// the input, so 64 MiB is far above what refusing a kilobyte file takes and
+// far below what believing any of these counts would.
+func TestHostileCountsAllocateLittle(t *testing.T) {
+	const limit = 64 << 20
+	filler := make([]byte, 1024)
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"1e7 tensors", header(3, 1e7, 0).raw(filler...).b, "header: tensor count 10000000 exceeds what the 1024 bytes left can hold"},
+		{"1e7 metadata pairs", header(3, 0, 1e7).raw(filler...).b, "header: metadata pair count 10000000 exceeds what the 1024 bytes left can hold"},
+		{"1e7 UINT64s", header(3, 0, 1).str("k").u32(9).u32(10).u64(1e7).raw(filler...).b, `key "k": array of 10000000 UINT64 at offset 49 cannot fit in the 1024 bytes left`},
+		{"1e7 strings", header(3, 0, 1).str("tokenizer.ggml.tokens").u32(9).u32(8).u64(1e7).raw(filler...).b, "array of 10000000 STRING"},
+		{"1e7 nested arrays", header(3, 0, 1).str("k").u32(9).u32(9).u64(1e7).raw(filler...).b, "array of 10000000 ARRAY"},
+		{"1e9-byte string", header(3, 0, 1).str("k").u32(8).u64(1e9).raw(filler...).b, `key "k": string of 1000000000 bytes: unexpected end of file`},
+		{"1e9-byte tensor name", header(3, 1, 0).u64(1e9).raw(filler...).b, "tensor 0: name: string of 1000000000 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = Parse(c.data) })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v\nwant it to contain %q", err, c.want)
+			}
+			if n > limit {
+				t.Fatalf("refusing %d bytes allocated %d bytes", len(c.data), n)
+			}
+		})
+	}
+}
+
+// TestArrayStringDecodesAFew: a wrong-typed array's error message shows
+// its first elements without decoding them all (a Value per element would
+// be some 70 times the file).
+func TestArrayStringDecodesAFew(t *testing.T) {
+	const n = 1 << 22
+	data := header(3, 0, 1).str("general.alignment").u32(9).u32(0).u64(n).raw(make([]byte, n)...).b
+	var err error
+	got := allocated(func() { _, err = Parse(data) })
+	want := `key "general.alignment": ARRAY of UINT8 [0 0 0 0 0 0 0 0 … (4194304 UINT8)] is not an unsigned integer`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %q", err, want)
+	}
+	// The parse keeps one copy of the array (4 MiB); decoding it whole would
+	// take some 300 MiB.
+	if got > 3*n {
+		t.Fatalf("allocated %d bytes for a %d-byte array", got, n)
 	}
 }

@@ -160,10 +160,15 @@ func parse(name string, data []byte) (*File, error) {
 		return nil, f.errorf("header: %w", err)
 	}
 	// Smallest encodings: a KV pair is a key length, a type and one byte; a
-	// tensor info is a name length, n_dims, a type and an offset.
+	// tensor info is a name length, n_dims, a type and an offset. Both
+	// counts are checked before either is read, so neither sizes a table.
 	const minKV, minTensor = 8 + 4 + 1, 8 + 4 + 4 + 8
-	if left := uint64(r.left()); nKV > left/minKV || nTensors > left/minTensor {
-		return nil, f.errorf("header: %d metadata pairs and %d tensors cannot fit in the %d bytes left: %w", nKV, nTensors, left, io.ErrUnexpectedEOF)
+	left := uint64(r.left())
+	if nTensors > left/minTensor {
+		return nil, f.errorf("header: tensor count %d exceeds what the %d bytes left can hold (%d bytes each at least): %w", nTensors, left, minTensor, io.ErrUnexpectedEOF)
+	}
+	if nKV > (left-nTensors*minTensor)/minKV {
+		return nil, f.errorf("header: metadata pair count %d exceeds what the %d bytes left can hold beside %d tensors (%d bytes each at least): %w", nKV, left, nTensors, minKV, io.ErrUnexpectedEOF)
 	}
 
 	f.KV = make([]KV, 0, min(nKV, 1024))

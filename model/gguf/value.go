@@ -236,21 +236,31 @@ func (v Value) Array() ([]Value, bool) {
 	if v.Type != TypeArray {
 		return nil, false
 	}
-	out := make([]Value, v.n)
+	return v.head(v.n), true
+}
+
+// head decodes the first k elements of an array. String shows a few
+// without decoding the rest: a Value is some 70 bytes, so decoding a
+// 100M-element UINT8 array whole would take 70 times the file.
+func (v Value) head(k int) []Value {
+	out := make([]Value, min(k, v.n))
 	switch v.Elem {
 	case TypeString:
-		ss, _ := v.Strings()
-		for i, s := range ss {
-			out[i] = Value{Type: TypeString, str: s}
+		off := 0
+		for i := range out {
+			l := int(binary.LittleEndian.Uint64(v.raw[off:]))
+			off += 8
+			out[i] = Value{Type: TypeString, str: string(v.raw[off : off+l])}
+			off += l
 		}
 	case TypeArray:
 		r := reader{buf: v.raw}
 		for i := range out {
 			// The encoding was validated when the Value was made, so these
-			// reads cannot fail; the checks stay for safety's sake.
+			// reads cannot fail.
 			a, err := r.array(1)
 			if err != nil {
-				return nil, false
+				return out[:i]
 			}
 			out[i] = a
 		}
@@ -259,7 +269,7 @@ func (v Value) Array() ([]Value, bool) {
 			out[i] = v.elem(i)
 		}
 	}
-	return out, true
+	return out
 }
 
 // Any returns the value as a Go value of the matching type: uint8 … float64,
@@ -359,7 +369,7 @@ func (v Value) String() string {
 		const show = 8
 		var b strings.Builder
 		b.WriteString("[")
-		a, _ := v.Array()
+		a := v.head(show + 1)
 		for i, e := range a {
 			if i == show {
 				fmt.Fprintf(&b, " … (%d %v)", v.n, v.Elem)

@@ -194,6 +194,15 @@ func ConfigFromGGUF(f *gguf.File) (model.Config, error) {
 	if err := c.Validate(); err != nil {
 		return fail(err)
 	}
+	// Layers are counted against the tensors first, so that a claim of
+	// millions is refused by name before anything is made per layer; a
+	// file short of a tensor or two gets CheckSource's message naming it.
+	zero, one := c, c
+	zero.NLayer, one.NLayer = 0, 1
+	if per := one.TensorCount() - zero.TensorCount(); c.NLayer > len(f.Tensors)/per {
+		return fail(fmt.Errorf("%s%s %d exceeds what the file's %d tensors can hold (%d per layer)",
+			r.prefix, keyBlockCount, c.NLayer, len(f.Tensors), per))
+	}
 	if err := c.CheckSource(f); err != nil {
 		return fail(err)
 	}

@@ -1,9 +1,12 @@
 package load_test
 
 import (
+	"bytes"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -56,7 +59,7 @@ func TestOpenStagedGGUF(t *testing.T) {
 // ggufWith writes a small llama GGUF (synth's tiny shape, via the real
 // writer) with some keys dropped or overridden and tensors reshaped, to
 // produce each malformed file.
-func ggufWith(t *testing.T, drop []string, set map[string]any, reshape map[string][]int) string {
+func ggufWith(t testing.TB, drop []string, set map[string]any, reshape map[string][]int) string {
 	t.Helper()
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base.gguf")
@@ -207,6 +210,10 @@ func TestOpenHF(t *testing.T) {
 			b, _ := os.ReadFile(filepath.Join(d, "config.json"))
 			os.WriteFile(filepath.Join(d, "config.json"), []byte(strings.Replace(string(b), `"vocab_size": 512`, `"vocab_size": 500`, 1)), 0o644)
 		}, `"token_embd.weight" has shape [512 64], want [500 64]`},
+		{"1e7 layers", func(d string) {
+			b, _ := os.ReadFile(filepath.Join(d, "config.json"))
+			os.WriteFile(filepath.Join(d, "config.json"), []byte(strings.Replace(string(b), `"num_hidden_layers": 2`, `"num_hidden_layers": 10000000`, 1)), 0o644)
+		}, `"blk.2.attn_norm.weight" is missing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := t.TempDir()
@@ -227,4 +234,100 @@ func TestOpenHF(t *testing.T) {
 	if _, err := load.Open(filepath.Join(dir, "absent.gguf")); err == nil {
 		t.Error("opened a missing file")
 	}
+}
+
+// TestHostileHyperParameters: a small file claiming millions of layers or a
+// billion-token context is refused by name, without allocating per layer
+// (TensorShapes for 1e7 layers would be gigabytes). The limit is far above
+// what opening the 100 KB file takes.
+func TestHostileHyperParameters(t *testing.T) {
+	const limit = 64 << 20
+	for _, tc := range []struct {
+		name string
+		set  map[string]any
+		want string
+	}{
+		{"1e6 layers", map[string]any{"llama.block_count": uint32(1e6)}, "llama.block_count 1000000 exceeds what the file's 21 tensors can hold (9 per layer)"},
+		{"1e7 layers", map[string]any{"llama.block_count": uint32(1e7)}, "llama.block_count 10000000 exceeds what the file's 21 tensors can hold"},
+		{"2^31-1 layers", map[string]any{"llama.block_count": uint32(math.MaxInt32)}, "llama.block_count 2147483647 exceeds"},
+		{"3 layers", map[string]any{"llama.block_count": uint32(3)}, "llama.block_count 3 exceeds what the file's 21 tensors can hold"},
+		{"2^32 layers", map[string]any{"llama.block_count": uint64(1 << 32)}, "llama.block_count = 4294967296 is out of range"},
+		{"1e9 context", map[string]any{"llama.context_length": uint32(1e9)}, "context 1000000000 is more than glint supports (16777216)"},
+		{"1e9 heads", map[string]any{"llama.attention.head_count": uint32(1e9), "llama.attention.head_count_kv": uint32(1e9)}, `"blk.0.attn_q.weight" has shape [64 64], want [16000000000 64]`},
+		{"1e9 vocab", map[string]any{"llama.vocab_size": uint32(1e9)}, `"token_embd.weight" has shape [512 64], want [1000000000 64]`},
+		{"1e9 embedding", map[string]any{"llama.embedding_length": uint32(1e9)}, `"token_embd.weight" has shape [512 64], want [512 1000000000]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ggufWith(t, nil, tc.set, nil)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			f, err := load.Open(p)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				f.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("err = %v, want it to name the file and mention %q", err, tc.want)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > limit {
+				t.Fatalf("refusing it allocated %d bytes", n)
+			}
+		})
+	}
+}
+
+// FuzzConfigFromGGUF: whatever a file's header claims, ConfigFromGGUF
+// returns a config or an error, never a panic, and a config it returns
+// matches the file's tensors. The seeds are a one-layer model small enough
+// for the fuzzer to mutate quickly, and that model claiming 1e7 layers or
+// a 1e9-token context.
+func FuzzConfigFromGGUF(f *testing.F) {
+	c, err := model.Config{Arch: "llama", NLayer: 1, NEmbd: 8, NHead: 2, NHeadKV: 1, HeadDim: 4, NFF: 8, Vocab: 4,
+		Context: 16, RMSEps: 1e-5, RopeTheta: 1e4, RopeDims: 4, TiedEmbeddings: true}.WithArch()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, edit := range []func(kvs []gguf.KV){nil,
+		func(kvs []gguf.KV) { kvs[0].Value = must(gguf.NewValue(uint32(1e7))) },
+		func(kvs []gguf.KV) { kvs[1].Value = must(gguf.NewValue(uint32(1e9))) },
+	} {
+		kvs := must(gguf.HParams(c))
+		if edit != nil {
+			edit(kvs)
+		}
+		w := gguf.NewWriter()
+		if err := w.Add("general.architecture", "llama"); err != nil {
+			f.Fatal(err)
+		}
+		for _, kv := range kvs {
+			if err := w.Add(kv.Key, kv.Value); err != nil {
+				f.Fatal(err)
+			}
+		}
+		for _, ts := range c.TensorShapes() {
+			if err := w.AddTensor(ts.Name, dtype.F32, ts.Shape, make([]byte, must(dtype.F32.Bytes(ts.Shape...)))); err != nil {
+				f.Fatal(err)
+			}
+		}
+		var b bytes.Buffer
+		if _, err := w.WriteTo(&b); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := gguf.Parse(data)
+		if err != nil {
+			return
+		}
+		c, err := load.ConfigFromGGUF(g)
+		if err != nil {
+			return
+		}
+		if err := c.CheckSource(g); err != nil || c.TensorCount() > len(g.Tensors) {
+			t.Fatalf("accepted config %+v does not match the file: %v", c, err)
+		}
+	})
 }
