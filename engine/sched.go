@@ -344,10 +344,17 @@ func (e *Engine) plan() {
 	}
 }
 
-// step feeds the planned tokens and reads the outputs.
-func (e *Engine) step() error {
+// step feeds the planned tokens and reads the outputs. A panic (a bug in
+// a backend or layer) fails this step's requests and leaves the loop
+// running for the others, as a server needs.
+func (e *Engine) step() (err error) {
 	e.model.Lock()
 	defer e.model.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("engine: panic in a step: %v", p)
+		}
+	}()
 	e.batch = e.batch[:0]
 	outs := 0
 	for _, t := range e.takes {
@@ -362,7 +369,7 @@ func (e *Engine) step() error {
 		}
 	}
 	start := time.Now()
-	err := e.m.Decode(e.batch)
+	err = e.m.Decode(e.batch)
 	e.lastStep = time.Since(start)
 	if err != nil {
 		return err

@@ -120,7 +120,7 @@ func inRange(name string, v *float64, lo, hi float64) error {
 
 // request turns the fields into a scheduler request (without its prompt),
 // with the server's defaults for what is absent.
-func (p *genParams) request(m *Model) (Request, error) {
+func (p *genParams) request(m *Model, lim Limits) (Request, error) {
 	r := Request{Sampling: m.Defaults, MaxTokens: -1, Keep: m.Keep}
 	for _, c := range []struct {
 		name   string
@@ -186,6 +186,9 @@ func (p *genParams) request(m *Model) (Request, error) {
 		if *c.v < 1 && *c.v != -1 {
 			return r, badRequest("%q: %d: want at least 1 (or -1: until the context is full)", c.name, *c.v)
 		}
+		if *c.v > lim.MaxTokens {
+			return r, badRequest("%q: %d is over the limit of %d", c.name, *c.v, lim.MaxTokens)
+		}
 		r.MaxTokens = *c.v
 		break
 	}
@@ -211,6 +214,16 @@ func (p *genParams) request(m *Model) (Request, error) {
 	}
 	if p.Stop != nil {
 		r.Stop = *p.Stop
+		if len(r.Stop) > lim.Stops {
+			return r, badRequest(`"stop": %d strings are over the limit of %d`, len(r.Stop), lim.Stops)
+		}
+		n := 0
+		for _, s := range r.Stop {
+			n += len(s)
+		}
+		if n > lim.StopBytes {
+			return r, badRequest(`"stop": %d bytes are over the limit of %d`, n, lim.StopBytes)
+		}
 	}
 	if p.NKeep != nil {
 		if *p.NKeep < -1 {
@@ -246,6 +259,10 @@ type chatRequest struct {
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// ToolCalls (and the older FunctionCall) make a message without
+	// content whole, as OpenAI's API has it.
+	ToolCalls    json.RawMessage `json:"tool_calls"`
+	FunctionCall json.RawMessage `json:"function_call"`
 }
 
 // messages checks the conversation and flattens each content to text.
@@ -258,6 +275,9 @@ func (c *chatRequest) messages() ([]chattemplate.Message, error) {
 		if msg.Role == "" {
 			return nil, badRequest(`"messages[%d]": no "role"`, i)
 		}
+		if absent(msg.Content) && absent(msg.ToolCalls) && absent(msg.FunctionCall) {
+			return nil, badRequest(`"messages[%d]": no "content" (nor "tool_calls")`, i)
+		}
 		text, err := contentText(msg.Content)
 		if err != nil {
 			return nil, badRequest(`"messages[%d].content": %v`, i, err)
@@ -267,8 +287,11 @@ func (c *chatRequest) messages() ([]chattemplate.Message, error) {
 	return out, nil
 }
 
+// absent: a field not given, or null.
+func absent(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
 func contentText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+	if absent(raw) {
 		return "", nil
 	}
 	var s string

@@ -25,6 +25,8 @@ func FuzzRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "stream": true, "max_tokens": 2}`,
 		`{"content": "hello", "with_pieces": true}`, `{"tokens": [1, 2, 3]}`,
 		`{"prompt": 5}`, `[]`, `{`, ``, `{"prompt": "x", "temperature": "hot"}`,
+		`{"messages": [{"role": "user"}]}`, `{"prompt": "x", "stop": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"]}`,
+		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}], "max_tokens": 1}`,
 	} {
 		f.Add(s)
 	}
@@ -43,7 +45,9 @@ func FuzzRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"} {
 			w := httptest.NewRecorder()
-			srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			srv.ServeHTTP(w, req)
 			switch w.Code {
 			case http.StatusOK:
 				if !json.Valid(w.Body.Bytes()) && !bytes.HasPrefix(w.Body.Bytes(), []byte("data: ")) {

@@ -31,10 +31,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, m *Model, rec *rec
 }
 
 func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, rec *record, req promptRequest, chat bool) {
-	err := s.readBody(w, r, req)
+	err := s.readBody(w, r, rec, req)
 	var gen Request
 	if err == nil {
-		gen, err = req.params().request(m)
+		gen, err = req.params().request(m, s.opts.Limits)
+	}
+	if c, ok := req.(*chatRequest); ok && err == nil && len(c.Messages) > s.opts.Limits.Messages {
+		err = badRequest(`"messages": %d messages are over the limit of %d`, len(c.Messages), s.opts.Limits.Messages)
 	}
 	if err == nil {
 		gen.Prompt, err = req.prompt(r.Context(), m)
@@ -43,6 +46,9 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 		fail(w, err)
 		return
 	}
+	// The prompt is made: the request now waits for, and holds, a slot.
+	s.release(rec)
+	gen.Owner = rec.owner
 	if chat {
 		gen.EndTokens = m.EndOfTurn
 	}
@@ -204,13 +210,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
 	send := func(v any) error {
 		b, err := marshal(v)
 		if err != nil {
 			return err
 		}
-		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return err
 		}
@@ -269,7 +273,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 			return
 		}
 	}
-	rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 	if _, end = fmt.Fprint(w, "data: [DONE]\n\n"); end == nil {
 		end = rc.Flush()
 	}
@@ -283,8 +286,12 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		AddSpecial bool            `json:"add_special"`
 		WithPieces bool            `json:"with_pieces"`
 	}
-	if err := s.readBody(w, r, &req); err != nil {
+	if err := s.readBody(w, r, rec, &req); err != nil {
 		fail(w, err)
+		return
+	}
+	if n := len(req.Content); n > s.opts.Limits.TokenizeBytes {
+		fail(w, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf(`"content": %d bytes are over the limit of %d`, n, s.opts.Limits.TokenizeBytes)})
 		return
 	}
 	ids := []int32{}
@@ -323,8 +330,13 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, m *Model, re
 	var req struct {
 		Tokens []int64 `json:"tokens"`
 	}
-	if err := s.readBody(w, r, &req); err != nil {
+	if err := s.readBody(w, r, rec, &req); err != nil {
 		fail(w, err)
+		return
+	}
+	lim := s.opts.Limits
+	if len(req.Tokens) > lim.DetokenizeIDs {
+		fail(w, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf(`"tokens": %d ids are over the limit of %d`, len(req.Tokens), lim.DetokenizeIDs)})
 		return
 	}
 	var b []byte
@@ -334,6 +346,10 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, m *Model, re
 			return
 		}
 		b = append(b, m.Tokenizer.SpecialPiece(int32(id))...)
+		if len(b) > lim.ResponseBytes {
+			fail(w, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf(`"tokens": their text is over the limit of %d bytes`, lim.ResponseBytes)})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": strings.ToValidUTF8(string(b), "\uFFFD")})
 }

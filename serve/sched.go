@@ -32,6 +32,12 @@ type Request struct {
 	// Keep is llama-server's n_keep: the prompt tokens after the BOS that a
 	// context shift keeps (-1: the whole prompt).
 	Keep int
+	// Owner is whose request it is (the API key's identity; "" without
+	// keys): a slot's cached prompt is reused, and reported as cached,
+	// only for requests of the owner whose request filled it, so that no
+	// client learns from the timing or the usage how much of its prompt
+	// another client sent.
+	Owner string
 }
 
 // Finish reasons, as OpenAI names them.
@@ -108,6 +114,10 @@ type Scheduler struct {
 	running int
 	closed  bool
 	frees   int64 // slots freed so far: the clock of slot.lastUse
+
+	// testHook, when set, runs on a request's slot goroutine before its
+	// generation (tests inject faults with it).
+	testHook func(*job)
 }
 
 // slot is one session and what the scheduler knows of it.
@@ -119,6 +129,7 @@ type slot struct {
 	// are written.
 	job     *job    // nil: free
 	cached  []int32 // the tokens in its cells when it was last freed
+	owner   string  // whose request they are
 	lastUse int64   // when it was last freed
 }
 
@@ -231,7 +242,7 @@ func (s *Scheduler) Close() {
 // admit puts the first waiting requests on free slots; under mu.
 func (s *Scheduler) admit() {
 	for len(s.queue) > 0 {
-		sl := s.pickSlot(s.queue[0].req.Prompt)
+		sl := s.pickSlot(s.queue[0].req)
 		if sl == nil {
 			return
 		}
@@ -264,8 +275,8 @@ func (s *Scheduler) leave(j *job) {
 // than half of them (its --slot-prompt-similarity 0.5, over the common
 // prefix: the part a slot keeps), else the one idle longest, so that an
 // unrelated prompt leaves the best caches alone; nil when none is free.
-// Under mu.
-func (s *Scheduler) pickSlot(prompt []int32) *slot {
+// Only the slots r's owner filled count as caches. Under mu.
+func (s *Scheduler) pickSlot(r Request) *slot {
 	var best, lru *slot
 	bestLen := 0
 	for _, sl := range s.slots {
@@ -275,7 +286,10 @@ func (s *Scheduler) pickSlot(prompt []int32) *slot {
 		if lru == nil || sl.lastUse < lru.lastUse {
 			lru = sl
 		}
-		if n := commonPrefix(sl.cached, prompt); n > bestLen && 2*n > len(sl.cached) {
+		if sl.owner != r.Owner {
+			continue
+		}
+		if n := commonPrefix(sl.cached, r.Prompt); n > bestLen && 2*n > len(sl.cached) {
 			best, bestLen = sl, n
 		}
 	}
@@ -297,7 +311,7 @@ func commonPrefix(a, b []int32) int {
 // order: a client told its request ended may send the next at once.
 func (s *Scheduler) run(j *job) {
 	sl := j.slot
-	err := s.generate(j, sl)
+	err := s.generateSafely(j, sl)
 	if err != nil && j.ctx.Err() == nil {
 		// A fault, not a client gone: the slot's cells are in doubt.
 		sl.sess.Truncate(0)
@@ -305,7 +319,7 @@ func (s *Scheduler) run(j *job) {
 	cached := sl.sess.Tokens()[:sl.sess.Fed()]
 	s.mu.Lock()
 	s.frees++
-	sl.job, sl.cached, sl.lastUse = nil, cached, s.frees
+	sl.job, sl.cached, sl.owner, sl.lastUse = nil, cached, j.req.Owner, s.frees
 	s.running--
 	s.admit()
 	s.cond.Broadcast()
@@ -313,11 +327,30 @@ func (s *Scheduler) run(j *job) {
 	j.end(err)
 }
 
+// generateSafely is generate with a panic (a bug) turned into the
+// request's error: the slot is reset and freed, the client gets a 500,
+// and the other slots go on.
+func (s *Scheduler) generateSafely(j *job, sl *slot) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error: panic on slot %d: %v", sl.id, p)
+		}
+	}()
+	if s.testHook != nil {
+		s.testHook(j)
+	}
+	return s.generate(j, sl)
+}
+
 // generate runs j's prompt and generation on its slot's session.
 func (s *Scheduler) generate(j *job, sl *slot) error {
 	sess, p := sl.sess, j.req.Prompt
-	// At least the prompt's last token is fed again, for its logits.
+	// At least the prompt's last token is fed again, for its logits; none
+	// of another owner's cache is reused.
 	keep := min(commonPrefix(sl.cached, p), len(p)-1)
+	if sl.owner != j.req.Owner {
+		keep = 0
+	}
 	if err := sess.Truncate(keep); err != nil {
 		if err := sess.Truncate(0); err != nil {
 			return err

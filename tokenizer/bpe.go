@@ -63,11 +63,11 @@ func (t *Tokenizer) rank(a, b string, ia, ib int32) (int32, bool) {
 func (t *Tokenizer) bpeWord(word string) []symbol {
 	syms := splitChars(word)
 	ids := make([]int32, len(syms))
-	text := func(i int) string { return word[syms[i].start : syms[i].start+syms[i].n] }
+	text := func(i int) string { return syms[i].text(word) }
 	for i := range syms {
 		ids[i] = t.lookup(text(i))
 	}
-	var q bigramQueue
+	q := make(bigramQueue, 0, len(syms))
 	add := func(l, r int) {
 		if l < 0 || r < 0 {
 			return
@@ -76,7 +76,7 @@ func (t *Tokenizer) bpeWord(word string) []symbol {
 		if !ok {
 			return
 		}
-		q.push(bigram{key: uint64(uint32(rank))<<32 | uint64(uint32(l)), right: int32(r), size: int32(syms[l].n + syms[r].n)})
+		q.push(bigram{key: uint64(uint32(rank))<<32 | uint64(uint32(l)), right: int32(r), size: syms[l].n + syms[r].n})
 	}
 	for i := 1; i < len(syms); i++ {
 		add(i-1, i)
@@ -86,21 +86,21 @@ func (t *Tokenizer) bpeWord(word string) []symbol {
 		left := int(uint32(b.key))
 		l, r := &syms[left], &syms[b.right]
 		// Stale entries: a side was merged away or grew since the push.
-		if l.n == 0 || r.n == 0 || l.next != int(b.right) || l.n+r.n != int(b.size) {
+		if l.n == 0 || r.n == 0 || l.next != b.right || l.n+r.n != b.size {
 			continue
 		}
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
-			syms[r.next].prev = left
+			syms[r.next].prev = int32(left)
 		}
 		ids[left] = t.lookup(text(left))
-		add(l.prev, left)
-		add(left, l.next)
+		add(int(l.prev), left)
+		add(left, int(l.next))
 	}
 	out := syms[:0]
-	for i := 0; len(syms) > 0 && i != -1; i = syms[i].next {
+	for i := 0; len(syms) > 0 && i != -1; i = int(syms[i].next) {
 		out = append(out, syms[i])
 	}
 	return out
@@ -136,7 +136,7 @@ func (t *Tokenizer) encodeBPE(s string, out []int32) []int32 {
 			}
 		}
 		for _, sym := range t.bpeWord(word) {
-			piece := word[sym.start : sym.start+sym.n]
+			piece := sym.text(word)
 			if id, ok := t.toID[piece]; ok {
 				out = append(out, id)
 				continue

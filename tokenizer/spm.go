@@ -4,11 +4,16 @@ import "math"
 
 // symbol is one element of the doubly linked list both merge loops work on:
 // the bytes s[start:start+n] of the text being tokenized. A symbol merged
-// into its left neighbour has n == 0.
+// into its left neighbour has n == 0. The fields are 32 bits (the merge
+// queue keys already hold indices in 32): a prompt of millions of
+// characters is a list of millions of symbols, and 64-bit fields doubled it.
 type symbol struct {
-	prev, next int
-	start, n   int
+	prev, next int32
+	start, n   int32
 }
+
+// text is the symbol's bytes of s.
+func (y symbol) text(s string) string { return s[y.start : y.start+y.n] }
 
 // utf8Len is llama.cpp's unicode_len_utf8: the sequence length announced by
 // a lead byte (continuation bytes count as 1).
@@ -27,7 +32,7 @@ func splitChars(s string) []symbol {
 		if off+n == len(s) {
 			next = -1
 		}
-		syms = append(syms, symbol{prev: i - 1, next: next, start: off, n: n})
+		syms = append(syms, symbol{prev: int32(i - 1), next: int32(next), start: int32(off), n: int32(n)})
 		off += n
 	}
 	return syms
@@ -107,7 +112,9 @@ func (t *Tokenizer) encodeSPM(s string, out []int32) []int32 {
 	if len(syms) == 0 {
 		return out
 	}
-	var q bigramQueue
+	// Every adjacent pair may be a merge: room for them at once, not by
+	// doubling (a long prompt'"'"'s queue is as long as its characters).
+	q := make(bigramQueue, 0, len(syms))
 	revMerge := map[string][2]int{}
 	tryAdd := func(l, r int) {
 		if l < 0 || r < 0 {
@@ -128,21 +135,21 @@ func (t *Tokenizer) encodeSPM(s string, out []int32) []int32 {
 		b := q.pop()
 		left := int(uint32(b.key))
 		l, r := &syms[left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != int(b.size) {
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
 			continue
 		}
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
-			syms[r.next].prev = left
+			syms[r.next].prev = int32(left)
 		}
-		tryAdd(l.prev, left)
-		tryAdd(left, l.next)
+		tryAdd(int(l.prev), left)
+		tryAdd(left, int(l.next))
 	}
 	var reseg func(i int)
 	reseg = func(i int) {
-		text := s[syms[i].start : syms[i].start+syms[i].n]
+		text := syms[i].text(s)
 		if id, ok := t.toID[text]; ok {
 			out = append(out, id)
 			return
@@ -154,7 +161,7 @@ func (t *Tokenizer) encodeSPM(s string, out []int32) []int32 {
 		}
 		out = t.appendBytes(out, text)
 	}
-	for i := 0; i != -1; i = syms[i].next {
+	for i := 0; i != -1; i = int(syms[i].next) {
 		reseg(i)
 	}
 	return out
@@ -189,7 +196,7 @@ func (t *Tokenizer) encodeSPMBPE(s string, out []int32) []int32 {
 			}
 		}
 		for _, sym := range t.bpeWord(w) {
-			text := w[sym.start : sym.start+sym.n]
+			text := sym.text(w)
 			if id, ok := t.toID[text]; ok {
 				out = append(out, id)
 				continue

@@ -10,7 +10,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,6 +34,13 @@ func serveCommand() *cli.Command {
 		&cli.IntFlag{Name: "queue", Value: 64, Usage: "most requests waiting for a slot; more get 503"},
 		&cli.StringFlag{Name: "alias", Usage: "model id in /v1/models and in replies (default: the file's name)"},
 		&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body in bytes; larger ones get 413"},
+		&cli.StringSliceFlag{Name: "api-key", EnvVars: []string{"GLINT_API_KEY"}, Usage: "API key clients must send as Authorization: Bearer KEY (repeatable; every route but /health)"},
+		&cli.StringFlag{Name: "api-key-file", Usage: "file of API keys, one a line (blank lines and # comments skipped)"},
+		&cli.StringSliceFlag{Name: "cors-origin", Usage: "browser origin allowed to call the API, e.g. https://app.example (repeatable; * for any); default none"},
+		&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header value accepted besides loopback names (repeatable; * for any): without keys, a loopback server accepts only localhost/127.x/[::1]"},
+		&cli.IntFlag{Name: "threads-http", Usage: "requests tokenizing, rendering or building replies at once (0: one per core)"},
+		&cli.Int64Flag{Name: "work-memory", Value: serve.DefaultWorkMemory, Usage: "bytes that request work outside the slots may take at once, server-wide; beyond, 503 with Retry-After"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "on SIGTERM/SIGINT, how long running requests may finish before they are cancelled"},
 	)
 	return &cli.Command{
 		Name:  "serve",
@@ -39,7 +48,8 @@ func serveCommand() *cli.Command {
 		UsageText: "generate serve -m MODEL [-b cpu|opencl] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [sampling defaults] [--chat-template NAME]\n\n" +
 			"Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n" +
 			"POST /tokenize, POST /detokenize. One log line per request on stderr. SIGTERM or Ctrl-C\n" +
-			"stops taking requests, lets the running ones finish, and exits 0.\n\n" +
+			"stops taking requests, lets the running ones finish (for --shutdown-timeout, then cancels them),\n" +
+			"and exits 0. With --api-key every route but /health wants Authorization: Bearer KEY.\n\n" +
 			"The model is loaded once, with a KV cache of --parallel sequences: each slot holds -c / --parallel\n" +
 			"tokens (as llama-server divides -c). The running slots decode together, one batch per step; a new\n" +
 			"request joins at the next step. A full slot shifts its context (keeping the BOS and a request's\n" +
@@ -67,6 +77,12 @@ func runServe(c *cli.Context) error {
 		return usageError("serve: --port %d: want 0…65535", c.Int("port"))
 	case c.Int64("max-body") < 1:
 		return usageError("serve: --max-body %d: want at least 1", c.Int64("max-body"))
+	case c.Int("threads-http") < 0:
+		return usageError("serve: --threads-http %d: want 0 or more", c.Int("threads-http"))
+	case c.Int64("work-memory") < 1:
+		return usageError("serve: --work-memory %d: want at least 1", c.Int64("work-memory"))
+	case c.Duration("shutdown-timeout") < 0:
+		return usageError("serve: --shutdown-timeout %v: want 0 or more", c.Duration("shutdown-timeout"))
 	}
 	sp, err := samplerParams(c)
 	if err != nil {
@@ -85,11 +101,22 @@ func runServe(c *cli.Context) error {
 	}
 	o.StepTokens = c.Int("batch-size")
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(c.String("host"), strconv.Itoa(c.Int("port"))))
+	keys, err := apiKeys(c.StringSlice("api-key"), c.String("api-key-file"))
+	if err != nil {
+		return err
+	}
+
+	host := c.String("host")
+	ln, err := net.Listen(listenNetwork(host), net.JoinHostPort(host, strconv.Itoa(c.Int("port"))))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv := serve.New(serve.Options{Log: os.Stderr, MaxBody: c.Int64("max-body")})
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && len(keys) == 0 {
+		fmt.Fprintf(os.Stderr, "warning: listening on %s without an API key: anyone who can reach it can use it (--api-key, --api-key-file or GLINT_API_KEY)\n", ln.Addr())
+	}
+	srv := serve.New(serve.Options{Log: os.Stderr, MaxBody: c.Int64("max-body"), APIKeys: keys,
+		CORSOrigins: c.StringSlice("cors-origin"), AllowedHosts: c.StringSlice("allowed-host"),
+		HTTPThreads: c.Int("threads-http"), WorkMemory: c.Int64("work-memory")})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(os.Stderr, "listening on http://%s (loading the model: /health answers 503 until it is ready)\n", ln.Addr())
@@ -144,7 +171,12 @@ func runServe(c *cli.Context) error {
 		fmt.Fprintln(os.Stderr, "second signal: quitting without draining")
 		os.Exit(1)
 	}()
-	if err := srv.Shutdown(context.Background()); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
+	defer cancel()
+	switch err := srv.Shutdown(ctx); {
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(os.Stderr, "still running after %v: cancelled\n", c.Duration("shutdown-timeout"))
+	case err != nil && !errors.Is(err, http.ErrServerClosed):
 		return err
 	}
 	if err := m.Close(); err != nil {
@@ -152,6 +184,49 @@ func runServe(c *cli.Context) error {
 	}
 	fmt.Fprintln(os.Stderr, "stopped")
 	return nil
+}
+
+// listenNetwork is the network for --host: an IPv4 literal (0.0.0.0
+// included) listens on IPv4 only and an IPv6 literal on IPv6 only, where
+// "tcp" would take 0.0.0.0 for every address of both; a name, as it
+// resolves.
+func listenNetwork(host string) string {
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	switch {
+	case ip == nil:
+		return "tcp"
+	case ip.To4() != nil:
+		return "tcp4"
+	}
+	return "tcp6"
+}
+
+// apiKeys gathers the keys of --api-key (or GLINT_API_KEY) and of
+// --api-key-file.
+func apiKeys(flags []string, file string) ([]string, error) {
+	var keys []string
+	for _, k := range flags {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if file == "" {
+		return keys, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --api-key-file: %w", err)
+	}
+	n := len(keys)
+	for line := range strings.Lines(string(b)) {
+		if k := strings.TrimSpace(line); k != "" && !strings.HasPrefix(k, "#") {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == n {
+		return nil, fmt.Errorf("serve: --api-key-file %s holds no key", file)
+	}
+	return keys, nil
 }
 
 func templateOrigin(m *serve.Model) string {

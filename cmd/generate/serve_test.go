@@ -45,13 +45,19 @@ func (p *servedProcess) log() string {
 // and waits until it is ready.
 func startServe(t *testing.T, args ...string) *servedProcess {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with env added to the environment.
+func startServeEnv(t *testing.T, env []string, args ...string) *servedProcess {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &servedProcess{exited: make(chan error, 1)}
 	p.cmd = exec.Command(exe, append([]string{"serve", "--host", "127.0.0.1", "--port", "0", "-t", "1"}, args...)...)
-	p.cmd.Env = append(os.Environ(), mainEnv+"=1")
+	p.cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
 	r, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +253,7 @@ func TestServeChat(t *testing.T) {
 // refuses new connections, and exits 0.
 func TestServeBadInputAndSIGTERM(t *testing.T) {
 	path := shared.Models(t, "stories260K/stories260K.gguf")
-	p := startServe(t, "-m", path, "-c", "2048", "--max-body", "2000", "--no-context-shift")
+	p := startServe(t, "-m", path, "-c", "2048", "--max-body", "2000", "--no-context-shift", "--shutdown-timeout", "2m")
 	base := "http://" + p.addr
 	for _, c := range []struct {
 		method, path, body string
@@ -261,6 +267,7 @@ func TestServeBadInputAndSIGTERM(t *testing.T) {
 		{"PUT", "/tokenize", `{}`, 405},
 	} {
 		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -326,4 +333,153 @@ func TestServeBadInputAndSIGTERM(t *testing.T) {
 	if drain < 0 || line < drain {
 		t.Errorf("the log does not show the stream finishing after the drain began:\n%s", log)
 	}
+}
+
+// TestServeShutdownDeadline: SIGTERM with a client stuck in the middle of
+// its request body and a generation running to the end of a long context:
+// after --shutdown-timeout the server cancels both and exits 0.
+func TestServeShutdownDeadline(t *testing.T) {
+	path := shared.Models(t, "stories260K/stories260K.gguf")
+	p := startServe(t, "-m", path, "-c", "65536", "--no-context-shift", "--shutdown-timeout", "2s")
+	conn, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	s := p.client.Completions.NewStreaming(context.Background(), greedyCompletion("Once upon a time", -1), ignoreEOS)
+	defer s.Close()
+	if !s.Next() {
+		t.Fatalf("no first chunk: %v", s.Err())
+	}
+	begin := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0:\n%s", err, p.log())
+		}
+		if d := time.Since(begin); d > 15*time.Second {
+			t.Errorf("exited %v after SIGTERM, want within 15 s", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running 15 s after SIGTERM:\n%s", p.log())
+	}
+	if !strings.Contains(p.log(), "cancelled") {
+		t.Errorf("the log does not say the requests were cancelled:\n%s", p.log())
+	}
+}
+
+// TestServeAPIKeyEnvAndFile: keys from GLINT_API_KEY and --api-key-file
+// both open the API; none, or another, gets 401; /health needs none.
+func TestServeAPIKeyEnvAndFile(t *testing.T) {
+	path := shared.Models(t, "stories260K/stories260K.gguf")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("# team keys\nfile-key\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServeEnv(t, []string{"GLINT_API_KEY=env-key"}, "-m", path, "--api-key-file", file)
+	for key, want := range map[string]int{"env-key": 200, "file-key": 200, "": 401, "other": 401, "# team keys": 401} {
+		req, _ := http.NewRequest("GET", "http://"+p.addr+"/v1/models", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 401 && !bytes.Contains(b, []byte("authentication_error"))) {
+			t.Errorf("key %q: %d %s, want %d", key, resp.StatusCode, b, want)
+		}
+	}
+	resp, err := http.Get("http://" + p.addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("health without a key: %d", resp.StatusCode)
+	}
+	if _, stderr, code := run(t, "serve", "-m", path, "--api-key-file", filepath.Join(t.TempDir(), "none")); code == 0 || !strings.Contains(stderr, "api-key-file") {
+		t.Errorf("a missing key file: exit %d, %s", code, stderr)
+	}
+}
+
+// TestListenNetwork: IPv4 literals (0.0.0.0 too) listen on IPv4 only,
+// IPv6 literals on IPv6 only; and a loopback IPv4 listener refuses ::1.
+func TestListenNetwork(t *testing.T) {
+	for host, want := range map[string]string{"0.0.0.0": "tcp4", "127.0.0.1": "tcp4", "::": "tcp6", "[::1]": "tcp6", "::1": "tcp6", "localhost": "tcp"} {
+		if got := listenNetwork(host); got != want {
+			t.Errorf("listenNetwork(%q) = %s, want %s", host, got, want)
+		}
+	}
+	ln, err := net.Listen(listenNetwork("127.0.0.1"), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if a := ln.Addr().(*net.TCPAddr); a.IP.To4() == nil {
+		t.Errorf("listening on %v", a)
+	}
+}
+
+// TestServeTokenizeMemory: four 8 MB /tokenize bodies at once: the server
+// lives (each is answered 200, or 503 when the work memory is taken) and
+// its peak RSS (VmHWM) stays under 1.5 GB.
+func TestServeTokenizeMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: tokenizes 8 MB prompts")
+	}
+	path := shared.Models(t, "stories260K/stories260K.gguf")
+	p := startServe(t, "-m", path)
+	body := fmt.Sprintf(`{"content": %q, "with_pieces": true}`, strings.Repeat("Once upon a time, there was a girl. ", 8_000_000/36))
+	codes := make(chan int, 4)
+	for range 4 {
+		go func() {
+			resp, err := http.Post("http://"+p.addr+"/tokenize", "application/json", strings.NewReader(body))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	ok := 0
+	for range 4 {
+		switch c := <-codes; c {
+		case 200:
+			ok++
+		case 503:
+		default:
+			t.Errorf("an 8 MB tokenize: status %d", c)
+		}
+	}
+	if ok == 0 {
+		t.Errorf("no 8 MB tokenize succeeded")
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var hwm int64
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &hwm)
+		}
+	}
+	t.Logf("%d of 4 answered 200; peak RSS %d MB", ok, hwm>>10)
+	if hwm<<10 > 1500<<20 {
+		t.Errorf("peak RSS %d MB, want under 1500", hwm>>10)
+	}
+	resp, err := http.Get("http://" + p.addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 }

@@ -33,6 +33,7 @@ func serveBenchCommand() *cli.Command {
 			&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: 32, Usage: "max_tokens of each request"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "Once upon a time, in a village by the sea, there lived", Usage: "prompt (each client adds its number)"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long"},
+			&cli.StringFlag{Name: "api-key", EnvVars: []string{"GLINT_API_KEY"}, Usage: "the server's API key (sent as Authorization: Bearer)"},
 		},
 		Action: runServeBench,
 	}
@@ -47,7 +48,8 @@ func runServeBench(c *cli.Context) error {
 	defer cancel()
 	url := strings.TrimSuffix(c.String("url"), "/") + "/v1/completions"
 	prompt := func(client int) string { return fmt.Sprintf("%s %d", c.String("prompt"), client) }
-	if _, _, err := complete(ctx, url, prompt(-1), 4); err != nil {
+	key := c.String("api-key")
+	if _, _, err := complete(ctx, url, key, prompt(-1), 4); err != nil {
 		return fmt.Errorf("serve-bench: warm-up: %w", err)
 	}
 	var (
@@ -61,7 +63,7 @@ func runServeBench(c *cli.Context) error {
 	for k := range clients {
 		wg.Go(func() {
 			for range requests {
-				got, d, err := complete(ctx, url, prompt(k), n)
+				got, d, err := complete(ctx, url, key, prompt(k), n)
 				mu.Lock()
 				tokens += got
 				latencies = append(latencies, d)
@@ -95,7 +97,7 @@ func runServeBench(c *cli.Context) error {
 
 // complete sends one greedy completion of n tokens and returns the
 // completion tokens the server counted and the time it took.
-func complete(ctx context.Context, url, prompt string, n int) (int, time.Duration, error) {
+func complete(ctx context.Context, url, key, prompt string, n int) (int, time.Duration, error) {
 	body, err := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": true})
 	if err != nil {
 		return 0, 0, err
@@ -105,6 +107,9 @@ func complete(ctx context.Context, url, prompt string, n int) (int, time.Duratio
 		return 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	begin := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
