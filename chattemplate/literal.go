@@ -27,14 +27,14 @@ type Prompt struct {
 // RenderPrompt renders the conversation as Render does, marking where the
 // messages' strings (contents, text parts, tool-call arguments, names, keys:
 // every string inside Messages) spell the control tokens of tok
-// (tok.SpecialTexts). Unless specialInContent, those are tokenized as text,
+// (tok.SpecialTexts), or at a string's edge part of one. Unless specialInContent, those are tokenized as text,
 // as OpenAI's API does and llama.cpp's parse_special=false; the template's
 // own control tokens stay tokens. Text that a template computes from a
 // message (lowercasing it, say) is not marked.
 //
 // The marking is done by replacing each such span, before rendering, by a
-// private-use sentinel (U+E000, a nonce of the render, its index, U+E001) and, after, the
-// sentinels by their text; the sentinel characters a message holds are
+// private-use sentinel (U+E000, a nonce of the render, its index, U+E001)
+// and, after, the sentinels by their text; the sentinel characters a message holds are
 // escaped the same way, so a message cannot forge one. A sentinel the
 // template breaks or writes itself is kept as it stands.
 func (t *Template) RenderPrompt(ctx context.Context, tok *tokenizer.Tokenizer, in Input, specialInContent bool) (Prompt, error) {
@@ -44,7 +44,7 @@ func (t *Template) RenderPrompt(ctx context.Context, tok *tokenizer.Tokenizer, i
 	}
 	var e *escaper
 	if !specialInContent && tok != nil {
-		e = &escaper{set: specialsOf(tok), index: map[string]int{}, nonce: strconv.FormatUint(rand.Uint64(), 36) + ":"}
+		e = &escaper{set: specialsOf(tok), index: map[string]int{}}
 		msgs = e.value(msgs)
 	}
 	text, err := t.render(ctx, in, msgs)
@@ -239,6 +239,9 @@ func (e *escaper) str(s string) (string, bool) {
 		a = max(a, done)
 		b.WriteString(s[done:a])
 		lit := s[a:end]
+		if e.nonce == "" {
+			e.nonce = strconv.FormatUint(rand.Uint64(), 36) + ":"
+		}
 		idx, ok := e.index[lit]
 		if !ok {
 			idx = len(e.table)
