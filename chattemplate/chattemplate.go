@@ -93,6 +93,11 @@ func (t *Template) Render(ctx context.Context, in Input) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return t.render(ctx, in, msgs)
+}
+
+// render renders in with msgs, in.Messages as the template sees them.
+func (t *Template) render(ctx context.Context, in Input, msgs jinja.Value) (string, error) {
 	data := map[string]jinja.Value{
 		"messages":              msgs,
 		"add_generation_prompt": jinja.NewBool(in.AddGenerationPrompt),

@@ -3,8 +3,11 @@ package chattemplate
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/glint-llm/glint/tokenizer"
 )
 
 // FuzzParseJSON: the order-keeping decoder accepts exactly what
@@ -22,7 +25,8 @@ func FuzzParseJSON(f *testing.F) {
 }
 
 // FuzzRender: any template source with a small conversation, under small
-// limits, renders or fails with an error: never a panic, never a hang.
+// limits, renders or fails with an error: never a panic, never a hang; so does
+// RenderPrompt, whose literal ranges lie inside its text.
 func FuzzRender(f *testing.F) {
 	for _, s := range append([]string{
 		`{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}`,
@@ -34,6 +38,8 @@ func FuzzRender(f *testing.F) {
 	}, builtinSourceList()...) {
 		f.Add(s, "hi", true)
 	}
+	f.Add(`{{ messages[1].content[1:] }}{{ messages[1].content[::-1] }}`, "</s>\uE000\uE001<s>", false)
+	tok := tinyTokenizer(f)
 	f.Fuzz(func(t *testing.T, src, content string, agp bool) {
 		tmpl, err := Parse(src, "fuzz")
 		if err != nil {
@@ -43,9 +49,24 @@ func FuzzRender(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		msgs := []Message{{"system", "be brief"}, {"user", content}, {"assistant", content + content}}
-		_, err = tmpl.Render(ctx, Input{Messages: msgs, AddGenerationPrompt: agp, BOS: "<s>", EOS: "</s>"})
+		in := Input{Messages: msgs, AddGenerationPrompt: agp, BOS: "<s>", EOS: "</s>"}
+		_, err = tmpl.Render(ctx, in)
 		if ctx.Err() != nil {
 			t.Fatalf("render ran past its time limit: %v", err)
+		}
+		p, err := tmpl.RenderPrompt(ctx, tok, in, false)
+		if err != nil {
+			return
+		}
+		for _, r := range p.Literal {
+			if r[0] < 0 || r[0] >= r[1] || r[1] > len(p.Text) {
+				t.Fatalf("literal range %v in a text of %d bytes", r, len(p.Text))
+			}
+		}
+		for _, id := range p.Encode(tok, true) {
+			if id < 0 || int(id) >= tok.VocabSize() {
+				t.Fatalf("id %d outside the vocabulary", id)
+			}
 		}
 	})
 }
@@ -56,4 +77,21 @@ func builtinSourceList() []string {
 		out = append(out, builtinSources[name])
 	}
 	return out
+}
+
+// tinyTokenizer is a SentencePiece vocabulary of byte tokens and a few
+// control tokens.
+func tinyTokenizer(t testing.TB) *tokenizer.Tokenizer {
+	v := &tokenizer.Vocab{Model: "llama", Tokens: []string{"<unk>", "<s>", "</s>", "<|eot_id|>", "▁"},
+		Types: []int32{tokenizer.TypeUnknown, tokenizer.TypeControl, tokenizer.TypeControl, tokenizer.TypeControl, tokenizer.TypeNormal},
+		BOS:   1, EOS: 2, EOT: 3, UNK: 0, PAD: -1, AddBOS: true, AddSpacePrefix: true}
+	for b := range 256 {
+		v.Tokens = append(v.Tokens, fmt.Sprintf("<0x%02X>", b))
+		v.Types = append(v.Types, tokenizer.TypeByte)
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

@@ -2,19 +2,6 @@ package chattemplate
 
 import "github.com/glint-llm/glint/tokenizer"
 
-// Encode tokenizes rendered template output; start says it opens the
-// conversation. The template writes BOS itself where the model wants one
-// (transformers tokenizes its output without adding specials), so BOS is
-// added only at the start and only when the template did not write it:
-// once, never twice.
-func Encode(t *tokenizer.Tokenizer, text string, start bool) []int32 {
-	ids := t.Encode(text, false)
-	if start && t.AddBOS() && t.BOS() >= 0 && (len(ids) == 0 || ids[0] != t.BOS()) {
-		ids = append([]int32{t.BOS()}, ids...)
-	}
-	return ids
-}
-
 // turnEnds are the end-of-turn tokens of the common templates.
 var turnEnds = []string{"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|eom_id|>"}
 

@@ -71,7 +71,8 @@ func (c *completionRequest) prompt(_ context.Context, m *Model) ([]int32, error)
 
 func (c *chatRequest) params() *genParams { return &c.genParams }
 
-// prompt renders the conversation with the model's template.
+// prompt renders the conversation with the model's template; control-token
+// text in the messages is text unless the model serves SpecialInContent.
 func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 	msgs, err := c.messages()
 	if err != nil {
@@ -80,8 +81,8 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 	if m.Template == nil {
 		return nil, badRequest("%v", m.TemplateErr)
 	}
-	text, err := m.Template.Render(ctx, chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
-		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs})
+	p, err := m.Template.RenderPrompt(ctx, m.Tokenizer, chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
+		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs}, m.SpecialInContent)
 	if err != nil {
 		// The template rejecting the conversation is the client's fault (400);
 		// a template failing on its own is the model's (TemplateError: fail
@@ -92,7 +93,7 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 		}
 		return nil, err
 	}
-	return chattemplate.Encode(m.Tokenizer, text, true), nil
+	return p.Encode(m.Tokenizer, true), nil
 }
 
 // usage is OpenAI's token count.

@@ -33,6 +33,10 @@ type LoadOptions struct {
 	Template chattemplate.Choice
 	// TemplateKwargs are extra chat template variables.
 	TemplateKwargs map[string]any
+	// SpecialInContent: control-token text written in chat messages becomes
+	// control tokens (by default it is tokenized as text, as OpenAI's API does,
+	// so that a message cannot forge a turn).
+	SpecialInContent bool
 	// Defaults are the sampling settings of a request that gives none
 	// (nil: sample.Defaults, llama-server's). Their Seed is not used.
 	Defaults *sample.Params
@@ -54,6 +58,8 @@ type Model struct {
 	// Chat holds the model's BOS/EOS text for the template.
 	Chat   chattemplate.ModelTemplate
 	Kwargs map[string]any
+	// SpecialInContent: see LoadOptions.
+	SpecialInContent bool
 	// EndOfTurn are the ids that end a chat reply beyond the tokenizer's
 	// end-of-generation set.
 	EndOfTurn []int32
@@ -89,7 +95,7 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err // before the template's reading of it says the same less clearly
 	}
-	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, Defaults: sample.Defaults(), Seed: o.Seed, Keep: o.Keep}
+	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, SpecialInContent: o.SpecialInContent, Defaults: sample.Defaults(), Seed: o.Seed, Keep: o.Keep}
 	if m.Name == "" {
 		m.Name = filepath.Base(path)
 	}

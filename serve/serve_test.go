@@ -324,11 +324,11 @@ func TestChatGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := tmpl.Render(context.Background(), chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: mt.BOS, EOS: mt.EOS})
+	p, err := tmpl.RenderPrompt(context.Background(), ts.m.Tokenizer, chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: mt.BOS, EOS: mt.EOS}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := chattemplate.Encode(ts.m.Tokenizer, text, true)
+	prompt := p.Encode(ts.m.Tokenizer, true)
 	const n = 24
 	want := reference(t, path, prompt, n)
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -14,7 +15,7 @@ import (
 // hasSpecial reports whether text spells a token that renders as nothing
 // (a control token), which Decode cannot give back.
 func hasSpecial(tk *Tokenizer, text string) bool {
-	for _, f := range tk.partition(text) {
+	for _, f := range tk.partition(text, nil) {
 		if f.token >= 0 && len(tk.Piece(f.token)) == 0 {
 			return true
 		}
@@ -24,7 +25,9 @@ func hasSpecial(tk *Tokenizer, text string) bool {
 
 // FuzzEncode: on every vocabulary, any text encodes without panicking to
 // ids inside the vocabulary, and valid UTF-8 without special tokens decodes
-// back to itself (after SentencePiece's dummy-prefix space).
+// back to itself (after SentencePiece's dummy-prefix space); EncodeProtected
+// without ranges is Encode, and never gives a control token for text it
+// protects wholly.
 func FuzzEncode(f *testing.F) {
 	vocabs := []*Tokenizer{
 		ggufTokenizer(f, "llama.cpp-vocab/ggml-vocab-llama-spm.gguf"),
@@ -47,6 +50,24 @@ func FuzzEncode(f *testing.F) {
 			for _, id := range ids {
 				if id < 0 || int(id) >= tk.VocabSize() {
 					t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tk.VocabSize())
+				}
+			}
+			// Protected encoding: without ranges it is Encode; with any
+			// ranges (some past the text, some reversed) it never panics,
+			// and protecting the whole text is encoding it with no special
+			// token but the user-defined ones split out.
+			if got := tk.EncodeProtected(text, true, nil); !slices.Equal(got, ids) {
+				t.Fatalf("EncodeProtected(%q, nil) = %v, Encode %v", text, got, ids)
+			}
+			n := len(text)
+			for _, id := range tk.EncodeProtected(text, true, [][2]int{{n / 3, n/2 + 1}, {n, -1}, {-7, 2}, {n - 1, n + 9}}) {
+				if id < 0 || int(id) >= tk.VocabSize() {
+					t.Fatalf("EncodeProtected(%q) gave id %d outside [0, %d)", text, id, tk.VocabSize())
+				}
+			}
+			for _, id := range tk.EncodeProtected(text, false, [][2]int{{0, n}}) {
+				if ty := tk.types[id]; ty == TypeControl || ty == TypeUnknown && id != tk.unk {
+					t.Fatalf("EncodeProtected(%q) wholly protected gave control token %d", text, id)
 				}
 			}
 			if !utf8.ValidString(text) || hasSpecial(tk, text) {

@@ -355,6 +355,20 @@ func (t *Tokenizer) ID(s string) (int32, bool) {
 	return id, ok
 }
 
+// SpecialTexts are the texts EncodeProtected leaves as text inside its
+// literal ranges: those of the control and unknown tokens, which Encode
+// splits out of any text (llama.cpp's parse_special), longest first.
+// User-defined tokens are not among them: they are split out either way.
+func (t *Tokenizer) SpecialTexts() []string {
+	var out []string
+	for _, id := range t.special {
+		if t.types[id] != TypeUserDefined {
+			out = append(out, t.tokens[id])
+		}
+	}
+	return out
+}
+
 // Piece is the raw bytes one token stands for: "▁" becomes a space, <0xNN>
 // byte tokens their byte, byte-level BPE characters their bytes. Control,
 // unknown and unused tokens render as nothing, as llama.cpp renders them
@@ -439,11 +453,15 @@ type fragment struct {
 }
 
 // partition splits text on the special tokens, longest first, the way
-// llama.cpp's tokenizer_st_partition does with parse_special=true.
-func (t *Tokenizer) partition(text string) []fragment {
+// llama.cpp's tokenizer_st_partition does with parse_special=true. A
+// control or unknown token overlapping a literal range is not split out
+// (there llama.cpp's parse_special=false); user-defined tokens are split
+// out everywhere, as there.
+func (t *Tokenizer) partition(text string, lit literalRanges) []fragment {
 	frags := []fragment{{text: text, token: -1}}
 	for _, id := range t.special {
 		tok := t.tokens[id]
+		protectable := len(lit) > 0 && t.types[id] != TypeUserDefined
 		var out []fragment
 		changed := false
 		for _, f := range frags {
@@ -451,22 +469,32 @@ func (t *Tokenizer) partition(text string) []fragment {
 				out = append(out, f)
 				continue
 			}
-			changed = true
-			rest, off := f.text, f.start
+			s, base := f.text, f.start
+			done, from := 0, 0 // s[:done] is emitted; the search resumes at from
 			for {
-				i := strings.Index(rest, tok)
-				if i < 0 {
+				j := strings.Index(s[from:], tok)
+				if j < 0 {
 					break
 				}
-				if i > 0 {
-					out = append(out, fragment{text: rest[:i], start: off, token: -1})
+				i := from + j
+				if protectable && lit.overlaps(base+i, base+i+len(tok)) {
+					from = i + 1
+					continue
 				}
-				out = append(out, fragment{start: off + i, token: id})
-				rest, off = rest[i+len(tok):], off+i+len(tok)
+				if i > done {
+					out = append(out, fragment{text: s[done:i], start: base + done, token: -1})
+				}
+				out = append(out, fragment{start: base + i, token: id})
+				done = i + len(tok)
+				from = done
 			}
-			if rest != "" {
-				out = append(out, fragment{text: rest, start: off, token: -1})
+			switch {
+			case done == 0:
+				out = append(out, f)
+			case done < len(s):
+				out = append(out, fragment{text: s[done:], start: base + done, token: -1})
 			}
+			changed = changed || done > 0
 		}
 		if changed {
 			frags = out
@@ -475,17 +503,60 @@ func (t *Tokenizer) partition(text string) []fragment {
 	return frags
 }
 
+// literalRanges are sorted, disjoint, non-empty byte ranges [start, end).
+type literalRanges [][2]int
+
+// newLiteralRanges sorts and merges ranges, dropping empty ones.
+func newLiteralRanges(ranges [][2]int) literalRanges {
+	var lr literalRanges
+	for _, r := range ranges {
+		if r[0] < r[1] {
+			lr = append(lr, r)
+		}
+	}
+	if len(lr) < 2 {
+		return lr
+	}
+	slices.SortFunc(lr, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	out := lr[:1]
+	for _, r := range lr[1:] {
+		if last := &out[len(out)-1]; r[0] <= last[1] {
+			last[1] = max(last[1], r[1])
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// overlaps reports whether [start, end) shares a byte with a range.
+func (lr literalRanges) overlaps(start, end int) bool {
+	// The first range ending after start is the only candidate.
+	i, _ := slices.BinarySearchFunc(lr, start, func(r [2]int, s int) int { return cmp.Compare(r[1], s+1) })
+	return i < len(lr) && lr[i][0] < end
+}
+
 // Encode tokenizes text. Special tokens written in the text (such as
 // "<|eot_id|>" or "<s>") become their ids. With addSpecial, BOS is
 // prepended when the vocabulary asks for it, and EOS appended likewise.
 // Invalid UTF-8 in a byte-level vocabulary is read as U+FFFD.
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
+	return t.EncodeProtected(text, addSpecial, nil)
+}
+
+// EncodeProtected is Encode, except that a control or unknown token whose
+// text overlaps one of the literal byte ranges of text is tokenized as the
+// text it is spelt with, together with its neighbours (as llama.cpp does
+// with parse_special=false): a chat message's own words then cannot forge
+// the template's control tokens. Ranges may overlap, be unsorted or reach
+// past the text.
+func (t *Tokenizer) EncodeProtected(text string, addSpecial bool, literal [][2]int) []int32 {
 	var out []int32
 	if addSpecial && t.addBOS {
 		out = append(out, t.bos)
 	}
 	if text != "" {
-		for _, f := range t.partition(text) {
+		for _, f := range t.partition(text, newLiteralRanges(literal)) {
 			if f.token >= 0 {
 				out = append(out, f.token)
 				continue

@@ -24,7 +24,7 @@ import (
 
 func chatCommand() *cli.Command {
 	fl := append(modelFlags(), samplingFlags()...)
-	fl = append(fl, chatTemplateFlags()...)
+	fl = append(fl, chatTemplateFlags(true)...)
 	fl = append(fl,
 		&cli.StringFlag{Name: "system", Usage: "system message that opens the conversation"},
 		&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: -1, Usage: "most tokens per reply (-1: until the end of the turn or a full context)"},
@@ -32,7 +32,7 @@ func chatCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "chat",
 		Usage: "chat with an instruct model, turn by turn (/clear, /save FILE, /load FILE, /exit)",
-		UsageText: "generate chat -m MODEL [--system S] [-b cpu|opencl] [sampling flags] [--chat-template NAME | --chat-template-file FILE]\n\n" +
+		UsageText: "generate chat -m MODEL [--system S] [-b cpu|opencl] [sampling flags] [--chat-template NAME | --chat-template-file FILE] [--chat-special-in-content]\n\n" +
 			"Each line read is a user message; on a terminal Ctrl-C stops the reply under way and lines\n" +
 			"starting with / are commands. Piped stdin works too: every line, / or not, is a message, and\n" +
 			"stdout carries only the replies, one turn after another.",
@@ -56,6 +56,9 @@ type chatSession struct {
 	sampler  *sample.Sampler
 	maxNew   int // most tokens per reply; ≤ 0: no limit but the context
 	extraEOG map[int32]bool
+	// specialInContent: control-token text the user types becomes control
+	// tokens (--chat-special-in-content); by default it is text.
+	specialInContent bool
 
 	msgs []chattemplate.Message
 	// cached is the text the session holds, token for token: the rendered
@@ -110,8 +113,9 @@ func (s *chatSession) load(msgs []chattemplate.Message) {
 	s.cached, s.fed = "", s.fed[:0]
 }
 
-func (s *chatSession) render(addGen bool) (string, error) {
-	return s.tmpl.Render(context.Background(), chattemplate.Input{Messages: s.msgs, AddGenerationPrompt: addGen, BOS: s.bos, EOS: s.eos, Kwargs: s.kwargs})
+func (s *chatSession) render(addGen bool) (chattemplate.Prompt, error) {
+	return s.tmpl.RenderPrompt(context.Background(), s.m.Tokenizer,
+		chattemplate.Input{Messages: s.msgs, AddGenerationPrompt: addGen, BOS: s.bos, EOS: s.eos, Kwargs: s.kwargs}, s.specialInContent)
 }
 
 // turn adds the user's message, feeds what the cache lacks and streams the
@@ -119,7 +123,7 @@ func (s *chatSession) render(addGen bool) (string, error) {
 func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 	var st turnStats
 	s.msgs = append(s.msgs, chattemplate.Message{Role: "user", Content: user})
-	full, err := s.render(true)
+	rendered, err := s.render(true)
 	if err != nil {
 		s.msgs = s.msgs[:len(s.msgs)-1]
 		return st, err
@@ -128,16 +132,17 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 	// with exactly the text it holds. A template that rewrites earlier
 	// turns (trimming a reply, dating the system message) costs a full
 	// prefill.
-	var delta string
+	full := rendered.Text
+	var delta chattemplate.Prompt
 	if s.cached != "" && strings.HasPrefix(full, s.cached) && s.sess.Len() == len(s.fed) {
-		delta = full[len(s.cached):]
+		delta = rendered.From(len(s.cached))
 		st.Reused = s.sess.Len()
 	} else {
 		s.sess.Truncate(0)
 		s.cached, s.fed = "", s.fed[:0]
-		delta = full
+		delta = rendered
 	}
-	prompt := chattemplate.Encode(s.m.Tokenizer, delta, s.cached == "")
+	prompt := delta.Encode(s.m.Tokenizer, s.cached == "")
 	if len(prompt) == 0 {
 		s.msgs = s.msgs[:len(s.msgs)-1]
 		return st, errors.New("the template added nothing for this message")
@@ -195,7 +200,7 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 		text = s.m.Tokenizer.Decode(tm.Generated[:max(inCache, 0)])
 	}
 	s.fed = append(append(s.fed, prompt...), tm.Generated[:max(inCache, 0)]...)
-	s.cached = s.cached + delta + text
+	s.cached = s.cached + delta.Text + text
 	s.msgs = append(s.msgs, chattemplate.Message{Role: "assistant", Content: text})
 	return st, nil
 }
@@ -238,6 +243,7 @@ func runChat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	s.specialInContent = c.Bool("chat-special-in-content")
 
 	// Ctrl-C interrupts the reply under way; at the prompt it only reminds
 	// how to leave.

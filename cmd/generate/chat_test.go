@@ -330,3 +330,49 @@ func (c *tmuxChat) waitDead() string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestChatSpecialInContent: "<|eot_id|>" typed in a message is text (its
+// tokens cost ≥ 3 more in the prefill), in a first turn and in a turn fed
+// on top of the cache; with --chat-special-in-content it is one token.
+func TestChatSpecialInContent(t *testing.T) {
+	model := shared.Models(t, "llama3-tiny/llama3-tiny-Q8_0.gguf")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefills := func(input string, flags ...string) []int {
+		t.Helper()
+		cmd := exec.Command(exe, append([]string{"chat", "-m", model, "--temp", "0", "-n", "2", "-c", "256", "-t", "1"}, flags...)...)
+		cmd.Env = append(os.Environ(), mainEnv+"=1")
+		cmd.Stdin = strings.NewReader(input)
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %s", err, stderr.String())
+		}
+		var out []int
+		for _, m := range statsRE.FindAllStringSubmatch(stderr.String(), -1) {
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, n)
+		}
+		if len(out) != 2 {
+			t.Fatalf("%d turns, want 2: %s", len(out), stderr.String())
+		}
+		return out
+	}
+	base := prefills("Hi\nx\n")
+	if got := prefills("Hi\nx\n", "--chat-special-in-content"); !slices.Equal(got, base) {
+		t.Fatalf("prefills %v with the flag, %v without, for messages without control text", got, base)
+	}
+	// Each turn with the control text after the same turns without it, so
+	// that the replies before it, and so the cache, are the same.
+	for i, input := range []string{"Hi<|eot_id|>\nx\n", "Hi\nx<|eot_id|>\n"} {
+		def, special := prefills(input), prefills(input, "--chat-special-in-content")
+		if d := def[i] - base[i]; d < 3 {
+			t.Errorf("turn %d: <|eot_id|> cost %d tokens, want ≥ 3", i+1, d)
+		}
+		if d := special[i] - base[i]; d != 1 {
+			t.Errorf("turn %d: with --chat-special-in-content <|eot_id|> cost %d tokens, want 1", i+1, d)
+		}
+	}
+}

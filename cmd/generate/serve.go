@@ -24,7 +24,7 @@ import (
 
 func serveCommand() *cli.Command {
 	fl := append(modelFlags(), samplingFlags()...)
-	fl = append(fl, chatTemplateFlags()...)
+	fl = append(fl, chatTemplateFlags(true)...)
 	fl = append(fl, contextShiftFlags()...)
 	fl = append(fl,
 		&cli.StringFlag{Name: "host", Value: "127.0.0.1", Usage: "address to listen on (0.0.0.0: every interface)"},
@@ -95,7 +95,7 @@ func runServe(c *cli.Context) error {
 	o := serve.LoadOptions{Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
 		ContextShift: !c.Bool("no-context-shift"), Keep: c.Int("keep"),
 		Template:       chattemplate.Choice{File: c.String("chat-template-file"), Builtin: c.String("chat-template")},
-		TemplateKwargs: kw, Defaults: &sp, Name: c.String("alias")}
+		TemplateKwargs: kw, SpecialInContent: c.Bool("chat-special-in-content"), Defaults: &sp, Name: c.String("alias")}
 	if c.String("seed") != "-1" {
 		o.Seed = &sp.Seed
 	}

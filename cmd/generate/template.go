@@ -12,13 +12,20 @@ import (
 	"github.com/glint-llm/glint/chattemplate"
 )
 
-// chatTemplateFlags choose the template for template and chat.
-func chatTemplateFlags() []cli.Flag {
-	return []cli.Flag{
+// chatTemplateFlags choose the template for template, chat and serve;
+// tokenizes adds how the commands that tokenize the rendered conversation
+// read control-token text in its messages.
+func chatTemplateFlags(tokenizes bool) []cli.Flag {
+	fl := []cli.Flag{
 		&cli.StringFlag{Name: "chat-template-file", Usage: "Jinja chat template file (overrides the model's)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "built-in chat template, for models that carry none: chatml, llama3, gemma, phi3 or mistral"},
 		&cli.StringFlag{Name: "chat-template-kwargs", Usage: `extra template variables as a JSON object, e.g. '{"date_string": "26 Jul 2024"}'`},
 	}
+	if tokenizes {
+		fl = append(fl, &cli.BoolFlag{Name: "chat-special-in-content",
+			Usage: "control-token text in chat messages (such as <|eot_id|>) becomes control tokens; by default it is tokenized as text, so that a message cannot forge a turn"})
+	}
+	return fl
 }
 
 func templateCommand() *cli.Command {
@@ -26,7 +33,7 @@ func templateCommand() *cli.Command {
 		Name:      "template",
 		Usage:     "print the prompt a chat template makes of a conversation, exactly",
 		UsageText: "generate template [-m MODEL | --chat-template-file FILE | --chat-template NAME] --messages MSGS.json [--no-generation-prompt] [--bos-token T] [--eos-token T] [--chat-template-kwargs JSON]",
-		Flags: append(chatTemplateFlags(),
+		Flags: append(chatTemplateFlags(false),
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF file or Hugging Face folder: its template and BOS/EOS text"},
 			&cli.StringFlag{Name: "messages", Usage: `the conversation: a JSON file holding [{"role": ..., "content": ...}, ...] ("-": stdin)`, Required: true},
 			&cli.BoolFlag{Name: "no-generation-prompt", Usage: "do not open the assistant's turn at the end"},
