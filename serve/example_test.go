@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// A client of `generate serve -m model.gguf` (the README's snippet; it
+// A client of `generate serve -m model.gguf` (docs/serving.md's snippet; it
 // needs a running server, so it is compiled, not run).
 func Example_openAIClient() {
 	client := openai.NewClient(option.WithBaseURL("http://127.0.0.1:8080/v1/"), option.WithAPIKey("unused"))
