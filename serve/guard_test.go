@@ -269,11 +269,11 @@ func TestWorkBudget(t *testing.T) {
 func TestSlowClients(t *testing.T) {
 	ts := start(t, tinyModel(t), Options{ReadHeaderTimeout: 300 * time.Millisecond, BodyTimeout: 300 * time.Millisecond})
 	addr := strings.TrimPrefix(ts.url, "http://")
-	for _, c := range []struct{ name, sent string }{
-		{"headers", "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"},
-		{"body", "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"},
-		{"chunked body", "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"},
-		{"GET with a body", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n{"},
+	for _, c := range []struct{ name, sent, status string }{
+		{"headers", "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n", ""},
+		{"body", "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", "HTTP/1.1 408"},
+		{"chunked body", "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", "HTTP/1.1 408"},
+		{"GET with a body", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n{", ""},
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -282,8 +282,11 @@ func TestSlowClients(t *testing.T) {
 		begin := time.Now()
 		io.WriteString(conn, c.sent)
 		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-		_, err = io.ReadAll(bufio.NewReader(conn))
+		reply, err := io.ReadAll(bufio.NewReader(conn))
 		conn.Close()
+		if !strings.HasPrefix(string(reply), c.status) {
+			t.Errorf("%s: the reply starts %.40q, want %q", c.name, reply, c.status)
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Errorf("%s: the connection was still open after 20 s", c.name)

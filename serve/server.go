@@ -470,6 +470,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rec *record, v
 		if errors.As(err, &mbe) {
 			return s.tooLarge()
 		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return &httpError{http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v", s.opts.BodyTimeout)}
+		}
 		return badRequest("reading the request body: %v", err)
 	}
 	// Read whole: net/http now watches the connection for the client
