@@ -11,8 +11,10 @@
 // runs a scheduler that puts the work of every Session waiting into one
 // Decode (continuous batching: a session that asks while a step runs joins
 // the next one; prefill chunks and decode tokens mix). A Session is one
-// sequence: Prefill, Next, Truncate, Fork, State/LoadState; Generate and
-// Forward (past in, logits and present out) are built on sessions.
+// sequence: Prefill, Next, Truncate, Fork, State/LoadState. A Generator is
+// the one generation loop over a session (sampling, end tokens, stop
+// strings, text, limits); Generate and Forward (past in, logits and present
+// out) are built on them.
 package engine
 
 import "errors"

@@ -1,9 +1,7 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"math"
 	"path/filepath"
 	"slices"
@@ -93,7 +91,7 @@ func TestTimingIsHonest(t *testing.T) {
 	tests := []struct {
 		name     string
 		max      int
-		stopAt   int // the call of Stop (1-based) that stops; 0: never
+		stopAt   int // the call of EOG (1-based) that ends it; 0: never
 		wantToks int
 	}{
 		{"one token", 1, 0, 1},
@@ -105,7 +103,7 @@ func TestTimingIsHonest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSession(t, e, engine.SessionOptions{})
 			calls := 0
-			o := engine.Options{MaxTokens: tc.max, Stop: func(int32) bool {
+			o := engine.Options{MaxTokens: tc.max, EOG: func(int32) bool {
 				calls++
 				return calls == tc.stopAt
 			}}
@@ -168,30 +166,36 @@ func TestContinueMatchesOneRun(t *testing.T) {
 		t.Fatalf("session holds %d tokens after %d prompt + %d generated tokens", s.Len(), len(prompt), n)
 	}
 	next := []int32{7}
-	var contLogits bytes.Buffer
-	cont, err := s.Generate(ctx, next, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, e.Vocab()), DumpLogits: &contLogits})
+	var contLogits []float32
+	cont, err := s.Generate(ctx, next, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, e.Vocab()), Hooks: keepLogits(&contLogits)})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	whole := append(append(append([]int32{}, prompt...), first.Generated...), next...)
-	var oneLogits bytes.Buffer
-	one, err := engine.Generate(ctx, e, whole, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, e.Vocab()), DumpLogits: &oneLogits})
+	var oneLogits []float32
+	one, err := engine.Generate(ctx, e, whole, engine.Options{MaxTokens: more, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, e.Vocab()), Hooks: keepLogits(&oneLogits)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(cont.Generated, one.Generated) {
 		t.Fatalf("continued run %v, one run %v", cont.Generated, one.Generated)
 	}
-	a, b := contLogits.Bytes(), oneLogits.Bytes()
+	a, b := contLogits, oneLogits
 	if len(a) != len(b) || len(a) == 0 {
-		t.Fatalf("logit dumps of %d and %d bytes", len(a), len(b))
+		t.Fatalf("%d and %d logits kept", len(a), len(b))
 	}
-	for i := 0; i < len(a); i += 4 {
-		x := math.Float32frombits(binary.LittleEndian.Uint32(a[i:]))
-		y := math.Float32frombits(binary.LittleEndian.Uint32(b[i:]))
-		if d := math.Abs(float64(x - y)); d > 1e-4 {
-			t.Fatalf("logit %d: continued %v, one run %v", i/4, x, y)
+	for i, x := range a {
+		if d := math.Abs(float64(x - b[i])); d > 1e-4 {
+			t.Fatalf("logit %d: continued %v, one run %v", i, x, b[i])
 		}
 	}
+}
+
+// keepLogits is a Logits hook appending each step's logits to *dst.
+func keepLogits(dst *[]float32) engine.Hooks {
+	return engine.Hooks{Logits: func(l []float32) error {
+		*dst = append(*dst, l...)
+		return nil
+	}}
 }

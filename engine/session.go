@@ -42,9 +42,6 @@ type Session struct {
 	// tokens are in the cache, tokens[i] at position i; pending are
 	// chosen (by Next) but not yet fed.
 	tokens, pending []int32
-	// history is every token appended, for the repetition penalty (a
-	// context shift does not forget them, as llama.cpp's sampler does not).
-	history []int32
 	// hasLogits: logits are the last token's; hasBest: best is its argmax.
 	hasLogits, hasBest bool
 	logits             []float32
@@ -106,45 +103,29 @@ func (s *Session) Prefill(ctx context.Context, ids []int32) error {
 		}
 	}
 	s.pending = append(s.pending, ids...)
-	s.history = append(s.history, ids...)
 	if len(s.pending) == 0 {
 		return nil
 	}
 	return s.feed(ctx, wantArgmax|wantLogits)
 }
 
-// Next chooses the token that follows: greedy (on the device) when smp is
-// nil or greedy, else smp's choice from the logits over the session's
-// history. The token is appended, and fed with the next step.
-func (s *Session) Next(ctx context.Context, smp *sample.Sampler) (int32, error) {
-	if err := s.check(); err != nil {
+// Next appends the greedy choice (Argmax) to be fed with the next step, and
+// returns it. Sampling, end tokens and text are a Generator's.
+func (s *Session) Next(ctx context.Context) (int32, error) {
+	id, err := s.Argmax(ctx)
+	if err != nil {
 		return 0, err
-	}
-	var id int32
-	if smp == nil || smp.Greedy() {
-		var err error
-		if id, err = s.Argmax(ctx); err != nil {
-			return 0, err
-		}
-	} else {
-		if !s.hasLogits {
-			if err := s.feedLast(ctx, wantLogits); err != nil {
-				return 0, err
-			}
-		}
-		id = smp.Sample(s.logits, s.history)
 	}
 	s.Choose(id)
 	return id, nil
 }
 
-// Choose appends id, a token the caller picked from Logits with a sampler
-// of its own, to be fed with the next step as Next does with its pick (so
+// Choose appends id, a token picked from Logits (a Generator's sampler),
+// to be fed with the next step as Next does with its pick (so
 // that the last token of a generation costs no step).
 func (s *Session) Choose(id int32) {
 	s.hasLogits, s.hasBest = false, false
 	s.pending = append(s.pending, id)
-	s.history = append(s.history, id)
 }
 
 // Logits copies the last token's logits to dst (len Vocab), feeding what
@@ -296,7 +277,6 @@ func (s *Session) Truncate(n int) error {
 	}
 	s.tokens = all[:fed]
 	s.pending = slices.Clone(all[fed:n])
-	s.history = s.history[:max(0, len(s.history)-(len(all)-n))]
 	s.hasLogits, s.hasBest = false, false
 	return nil
 }
@@ -315,7 +295,7 @@ func (s *Session) Fork() (*Session, error) {
 		f.Close()
 		return nil, err
 	}
-	f.tokens, f.pending, f.history = slices.Clone(s.tokens), slices.Clone(s.pending), slices.Clone(s.history)
+	f.tokens, f.pending = slices.Clone(s.tokens), slices.Clone(s.pending)
 	f.hasLogits, f.hasBest, f.best, f.shifts = s.hasLogits, s.hasBest, s.best, s.shifts
 	copy(f.logits, s.logits)
 	return f, nil
@@ -399,7 +379,7 @@ func (s *Session) LoadState(state []byte) error {
 		}
 		return err
 	}
-	s.tokens, s.pending, s.history = toks[:nf], slices.Clone(toks[nf:]), slices.Clone(toks)
+	s.tokens, s.pending = toks[:nf], slices.Clone(toks[nf:])
 	s.hasLogits, s.hasBest = false, false
 	return nil
 }

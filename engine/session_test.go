@@ -74,11 +74,11 @@ func TestCancelStopsWithinOneStep(t *testing.T) {
 		t.Fatalf("%d generated, session of %d; want 4 and 7", len(r.tm.Generated), s.Len())
 	}
 	// A context already cancelled runs nothing.
-	if _, err := s.Next(ctx, nil); !errors.Is(err, context.Canceled) {
+	if _, err := s.Next(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next on a cancelled context: %v", err)
 	}
 	go func() {
-		_, err := s.Next(t.Context(), nil)
+		_, err := s.Next(t.Context())
 		done <- result{err: err}
 	}()
 	<-g.started
@@ -305,7 +305,7 @@ func TestSessionLimits(t *testing.T) {
 	if err := a.Prefill(t.Context(), []int32{10}); err == nil {
 		t.Fatal("a token outside the vocabulary was accepted")
 	}
-	if _, err := a.Next(t.Context(), nil); err == nil {
+	if _, err := a.Next(t.Context()); err == nil {
 		t.Fatal("Next of an empty session")
 	}
 }
@@ -354,7 +354,7 @@ func TestStepsGatherSessions(t *testing.T) {
 	for _, s := range ss {
 		wg.Go(func() {
 			for range 10 { // the first token comes from the prefill
-				if _, err := s.Next(t.Context(), nil); err != nil {
+				if _, err := s.Next(t.Context()); err != nil {
 					t.Error(err)
 				}
 			}
@@ -429,7 +429,7 @@ func TestLongPromptSharesSteps(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 10 { // the first token comes from the prefill: 9 steps
-			if _, err := dec.Next(t.Context(), nil); err != nil {
+			if _, err := dec.Next(t.Context()); err != nil {
 				t.Error(err)
 			}
 		}
@@ -471,7 +471,7 @@ func TestNextAllocatesNothing(t *testing.T) {
 	}
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := s.Next(ctx, nil); err != nil {
+		if _, err := s.Next(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -204,7 +204,7 @@ func TestContextShift(t *testing.T) {
 func TestErrStop(t *testing.T) {
 	e := newEngine(t, newCounter(64, 100, 1))
 	n := 0
-	tm, err := engine.Generate(t.Context(), e, []int32{1, 2}, engine.Options{MaxTokens: 10, OnToken: func(int32) error {
+	tm, err := engine.Generate(t.Context(), e, []int32{1, 2}, engine.Options{MaxTokens: 10, OnToken: func(engine.Token) error {
 		if n++; n == 3 {
 			return fmt.Errorf("client: %w", engine.ErrStop)
 		}
@@ -214,7 +214,7 @@ func TestErrStop(t *testing.T) {
 		t.Fatalf("got %d tokens, err %v; want 3, nil", len(tm.Generated), err)
 	}
 	wantErr := errors.New("disk full")
-	_, err = engine.Generate(t.Context(), e, []int32{1}, engine.Options{MaxTokens: 10, OnToken: func(int32) error { return wantErr }})
+	_, err = engine.Generate(t.Context(), e, []int32{1}, engine.Options{MaxTokens: 10, OnToken: func(engine.Token) error { return wantErr }})
 	if !errors.Is(err, wantErr) {
 		t.Fatalf("other OnToken errors must come back: got %v", err)
 	}

@@ -53,9 +53,6 @@ func (j Job) check() error {
 // launchCounter is what the OpenCL backend offers for counting launches.
 type launchCounter interface{ Stats() opencl.Stats }
 
-// neverStop keeps EOS from ending a run early, so every run has N tokens.
-func neverStop(int32) bool { return false }
-
 // Measure loads j.Model on j.Backend in this process, makes one warm-up run
 // and j.Runs timed runs of greedy generation (EOS ignored), and returns the
 // raw timings. It never returns an error: a backend that cannot run here
@@ -135,8 +132,9 @@ func Measure(j Job) (res Backend) {
 		seen := false
 		return engine.Generate(context.Background(), m.Engine, prompt, engine.Options{
 			MaxTokens: j.N,
-			Stop:      neverStop,
-			OnToken: func(int32) error {
+			// No EOG: an end token does not end a run early, so every run has N
+			// tokens.
+			OnToken: func(engine.Token) error {
 				if !seen && first != nil {
 					first()
 				}

@@ -149,7 +149,7 @@ func referenceWith(t *testing.T, path string, o glint.Options, so engine.Session
 	dec := m.Tokenizer.NewStreamDecoder()
 	var b strings.Builder
 	_, err = engine.Generate(t.Context(), m.Engine, prompt, engine.Options{MaxTokens: n, Sampler: sample.New(sample.Params{RepeatPenalty: 1}, m.Vocab()),
-		OnToken: func(id int32) error { b.WriteString(dec.Add(id)); return nil }, Session: so})
+		OnToken: func(tk engine.Token) error { b.WriteString(dec.Add(tk.ID)); return nil }, Session: so})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,7 @@ func decodeTogether(m *glint.Model, n, npp, ntg int, started func()) (time.Durat
 	for i, s := range sessions {
 		wg.Go(func() {
 			for range ntg {
-				if _, err := s.Next(ctx, nil); err != nil {
+				if _, err := s.Next(ctx); err != nil {
 					errs[i] = err
 					return
 				}

@@ -47,15 +47,15 @@ var errInterrupted = errors.New("interrupted")
 // chatSession is a conversation whose rendered prefix stays in an engine
 // session's KV cells, so that a new turn feeds only the tokens it lacks.
 type chatSession struct {
-	m        *glint.Model
-	sess     *engine.Session
-	tmpl     *chattemplate.Template
-	bos, eos string
-	kwargs   map[string]any
-	system   string
-	sampler  *sample.Sampler
-	maxNew   int // most tokens per reply; ≤ 0: no limit but the context
-	extraEOG map[int32]bool
+	m         *glint.Model
+	sess      *engine.Session
+	tmpl      *chattemplate.Template
+	bos, eos  string
+	kwargs    map[string]any
+	system    string
+	sampler   *sample.Sampler
+	maxNew    int     // most tokens per reply; ≤ 0: no limit but the context
+	endTokens []int32 // the template's end of turn
 	// specialInContent: control-token text the user types becomes control
 	// tokens (--chat-special-in-content); by default it is text.
 	specialInContent bool
@@ -88,10 +88,7 @@ func newChatSession(m *glint.Model, tmpl *chattemplate.Template, mt chattemplate
 		return nil, err
 	}
 	s := &chatSession{m: m, sess: sess, tmpl: tmpl, bos: mt.BOS, eos: mt.EOS, kwargs: kw, system: system,
-		sampler: sample.New(sp, m.Vocab()), maxNew: maxNew, extraEOG: map[int32]bool{}}
-	for _, id := range chattemplate.EndOfTurn(m.Tokenizer, mt) {
-		s.extraEOG[id] = true
-	}
+		sampler: sample.New(sp, m.Vocab()), maxNew: maxNew, endTokens: chattemplate.EndOfTurn(m.Tokenizer, mt)}
 	s.clear()
 	return s, nil
 }
@@ -158,32 +155,37 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 		maxNew = s.maxNew
 	}
 
-	dec := s.m.Tokenizer.NewStreamDecoder()
 	var reply strings.Builder
 	s.interrupt.Store(false)
-	opt := engine.Options{
-		MaxTokens: maxNew,
-		Sampler:   s.sampler,
-		Stop:      func(id int32) bool { return s.m.IsEOG(id) || s.extraEOG[id] },
-		OnToken: func(id int32) error {
-			if s.interrupt.Load() {
-				return errInterrupted
-			}
-			piece := dec.Add(id)
-			reply.WriteString(piece)
-			_, err := io.WriteString(out, piece)
-			return err
-		},
+	g, err := s.sess.NewGenerator(engine.Options{MaxTokens: maxNew, Sampler: s.sampler,
+		EOG: s.m.IsEOG, EndTokens: s.endTokens, Tokenizer: s.m.Tokenizer})
+	if err == nil {
+		err = g.Start(context.Background(), prompt)
 	}
-	base := s.sess.Len()
-	tm, err := s.sess.Generate(context.Background(), prompt, opt)
-	if errors.Is(err, errInterrupted) {
-		// The token Ctrl-C refused is not part of the reply.
-		st.Stopped, err = true, s.sess.Truncate(s.sess.Len()-1)
+	for err == nil {
+		if s.interrupt.Load() {
+			st.Stopped = true
+			break
+		}
+		var t engine.Token
+		if t, err = g.Next(context.Background()); err != nil {
+			break
+		}
+		reply.WriteString(t.Text)
+		if _, err = io.WriteString(out, t.Text); err != nil || t.Finish != engine.Going {
+			break
+		}
 	}
-	tail := dec.Flush()
-	reply.WriteString(tail)
-	io.WriteString(out, tail)
+	if g != nil && g.Finish() == engine.Going {
+		// Ended here (Ctrl-C, an error): show what the generator held.
+		tail := g.Flush()
+		reply.WriteString(tail)
+		io.WriteString(out, tail)
+	}
+	var tm engine.Timing
+	if g != nil {
+		tm = g.Timing()
+	}
 	st.Generated, st.TTFT, st.TBT = len(tm.Generated), tm.TTFT, tm.AvgTBT()
 	if err != nil {
 		// The session may hold part of this turn: start afresh next time.
@@ -192,14 +194,14 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 		s.cached, s.fed = "", s.fed[:0]
 		return st, err
 	}
-	// The session holds the prompt and the reply's tokens but for a stop
-	// token or the one Ctrl-C refused; the reply's text is theirs.
-	inCache := s.sess.Len() - base - len(prompt)
+	// The session holds the prompt and the reply's tokens (never an end
+	// token); the reply's text is theirs, and a reply Ctrl-C cut off may
+	// end inside a character the stream showed as U+FFFD.
 	text := reply.String()
-	if inCache < len(tm.Generated) {
-		text = s.m.Tokenizer.Decode(tm.Generated[:max(inCache, 0)])
+	if st.Stopped {
+		text = s.m.Tokenizer.Decode(tm.Generated)
 	}
-	s.fed = append(append(s.fed, prompt...), tm.Generated[:max(inCache, 0)]...)
+	s.fed = append(append(s.fed, prompt...), tm.Generated...)
 	s.cached = s.cached + delta.Text + text
 	s.msgs = append(s.msgs, chattemplate.Message{Role: "assistant", Content: text})
 	return st, nil

@@ -71,7 +71,7 @@ func TestChatContinuesLikeAFreshPrefill(t *testing.T) {
 
 	fresh := openChat(t, path, 6)
 	tm, err := fresh.sess.Generate(t.Context(), prompt, engine.Options{MaxTokens: 6, Sampler: fresh.sampler,
-		Stop: func(id int32) bool { return fresh.m.IsEOG(id) || fresh.extraEOG[id] }})
+		EOG: fresh.m.IsEOG, EndTokens: fresh.endTokens})
 	if err != nil {
 		t.Fatal(err)
 	}

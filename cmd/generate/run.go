@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -14,7 +17,6 @@ import (
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/sample"
-	"github.com/glint-llm/glint/tokenizer"
 )
 
 // modelFlags are shared by every command that loads a model.
@@ -48,7 +50,7 @@ func promptFlags() []cli.Flag {
 		&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text"},
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the prompt from a file"},
 		&cli.StringFlag{Name: "prompt-ids", Usage: "prompt as token ids (1,2,3) instead of text"},
-		&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: 128, Usage: "tokens to generate"},
+		&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: 128, Usage: "tokens to generate (-1: until an end token, or a full context with --no-context-shift)"},
 	}
 }
 
@@ -163,7 +165,7 @@ func runGenerate(c *cli.Context) error {
 		return fmt.Errorf("%s: prompt of %d tokens is longer than the context of %d tokens (-c)", c.String("model"), len(prompt), l.Context())
 	}
 
-	opt := engine.Options{MaxTokens: c.Int("n-predict"), Sampler: sample.New(sp, l.Vocab()),
+	opt := engine.Options{MaxTokens: c.Int("n-predict"), Sampler: sample.New(sp, l.Vocab()), Stop: stopStrings(c),
 		Session: engine.SessionOptions{ContextShift: !c.Bool("no-context-shift"), Keep: keepTokens(c.Int("keep"), prompt, l)}}
 	if f := c.String("dump-logits"); f != "" {
 		df, err := os.Create(f)
@@ -172,54 +174,36 @@ func runGenerate(c *cli.Context) error {
 		}
 		bw := bufio.NewWriter(df)
 		defer func() { bw.Flush(); df.Close() }()
-		opt.DumpLogits = bw
+		opt.Hooks.Logits = dumpLogits(bw, l.Vocab())
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	if !c.Bool("ignore-eos") {
-		opt.Stop = l.IsEOG
+		opt.EOG = l.IsEOG
 	}
-	// stops sees the text even with --output ids, where the token that
-	// completes a stop string is the first one left out.
-	stops := engine.NewStopStrings(stopStrings(c))
-	var dec *tokenizer.StreamDecoder
-	if out == "text" || len(stopStrings(c)) > 0 {
+	// The generator sees the text even with --output ids, where the token
+	// that completes a stop string is the first one left out.
+	if out == "text" || len(opt.Stop) > 0 {
 		if l.Tokenizer == nil {
 			return fmt.Errorf("%s has no tokenizer: --stop needs one", c.String("model"))
 		}
-		dec = l.Tokenizer.NewStreamDecoder()
+		opt.Tokenizer = l.Tokenizer
 	}
 	first := true
-	switch out {
-	case "ids":
-		opt.OnToken = func(id int32) error {
-			if dec != nil {
-				if _, stopped := stops.Add(dec.Add(id)); stopped {
-					return engine.ErrStop
-				}
-			}
-			if !first {
-				w.WriteByte(' ')
-			}
-			first = false
-			fmt.Fprint(w, id)
+	opt.OnToken = func(t engine.Token) error {
+		if out == "text" {
+			w.WriteString(t.Text)
 			return w.Flush()
 		}
-	default:
-		opt.OnToken = func(id int32) error {
-			text, stopped := stops.Add(dec.Add(id))
-			w.WriteString(text)
-			if stopped {
-				return engine.ErrStop
-			}
-			return w.Flush()
+		if t.ID < 0 || t.Finish == engine.FinishStop {
+			return nil
 		}
-		defer func() {
-			if !stops.Stopped() {
-				text, _ := stops.Add(dec.Flush())
-				w.WriteString(text + stops.Flush())
-			}
-		}()
+		if !first {
+			w.WriteByte(' ')
+		}
+		first = false
+		fmt.Fprint(w, t.ID)
+		return w.Flush()
 	}
 	tm, err := engine.Generate(context.Background(), l.Engine, prompt, opt)
 	if out == "ids" {
@@ -281,4 +265,19 @@ func stopStrings(c *cli.Context) []string {
 		return *s
 	}
 	return nil
+}
+
+// dumpLogits is the Logits hook of --dump-logits: each step's logits as one
+// row of little-endian float32s.
+func dumpLogits(w io.Writer, vocab int) func([]float32) error {
+	row := make([]byte, 4*vocab)
+	return func(logits []float32) error {
+		for i, v := range logits {
+			binary.LittleEndian.PutUint32(row[4*i:], math.Float32bits(v))
+		}
+		if _, err := w.Write(row); err != nil {
+			return fmt.Errorf("dump logits: %w", err)
+		}
+		return nil
+	}
 }

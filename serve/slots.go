@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -100,8 +99,7 @@ const minSlotContext = 8
 // engine's scheduler puts the steps of every running slot into one batch
 // (continuous batching: a request joins at the next step, and a long
 // prompt is fed in chunks that share their steps with the slots decoding).
-// Text is decoded and stop strings are matched here, so that every finish
-// reason and token count is exact.
+// Each slot runs an engine.Generator, the loop every generation shares.
 type Scheduler struct {
 	e     *engine.Engine
 	tok   *tokenizer.Tokenizer
@@ -122,9 +120,8 @@ type Scheduler struct {
 
 // slot is one session and what the scheduler knows of it.
 type slot struct {
-	id     int
-	sess   *engine.Session
-	logits []float32 // a sampled request's logits
+	id   int
+	sess *engine.Session
 	// Under Scheduler.mu; read by the slot's job, which starts after they
 	// are written.
 	job     *job    // nil: free
@@ -357,53 +354,61 @@ func (s *Scheduler) generate(j *job, sl *slot) error {
 		}
 		keep = 0
 	}
-	j.start(s, sess.Fed())
+	j.res = Result{PromptTokens: len(p), CachedTokens: sess.Fed(), Slot: sl.id}
 	bos := 0
 	if s.tok.AddBOS() {
 		bos = 1
 	}
 	sess.SetKeep(j.keep + bos)
-	shifts := sess.Shifts()
-	defer func() { j.res.Shifts = sess.Shifts() - shifts }()
-	if err := sess.Prefill(j.ctx, p[keep:]); err != nil {
+	g, err := sess.NewGenerator(s.options(j.req))
+	if err != nil {
+		return err
+	}
+	defer func() { j.res.Shifts = g.Timing().Shifts }()
+	if err := g.Start(j.ctx, p[keep:]); err != nil {
 		return err
 	}
 	for {
-		id, err := s.choose(j, sl)
-		if errors.Is(err, engine.ErrContextFull) {
-			// The token chosen last has no cell: context shift is off.
-			j.res.Finish = FinishLength
-			return nil
-		}
+		t, err := g.Next(j.ctx)
 		if err != nil {
 			return err
 		}
-		if j.accept(id) {
+		if t.ID >= 0 {
+			// An end token counts, as llama-server counts it.
+			if j.res.CompletionTokens == 0 {
+				j.first = time.Now()
+			}
+			j.res.CompletionTokens++
+		}
+		j.out.push(t.Text)
+		switch t.Finish {
+		case engine.Going:
+		case engine.FinishEnd, engine.FinishStop:
+			j.res.Finish = FinishStop
+			return nil
+		default:
+			j.res.Finish = FinishLength
 			return nil
 		}
 	}
 }
 
-// choose picks the next token as engine.Generate does — the device's
-// argmax for a greedy request, so that it gives the CLI's tokens, else the
-// request's sampler over the logits and its own history.
-func (s *Scheduler) choose(j *job, sl *slot) (int32, error) {
-	if j.sampler.Greedy() {
-		return sl.sess.Next(j.ctx, nil)
+// options are r's generation: its sampler, limit, end tokens and stop
+// strings.
+func (s *Scheduler) options(r Request) engine.Options {
+	o := engine.Options{Sampler: sample.New(r.Sampling, s.e.Vocab()), MaxTokens: r.MaxTokens,
+		Tokenizer: s.tok, Stop: r.Stop}
+	if o.MaxTokens < 0 && s.o.ContextShift && s.o.Trained > 0 {
+		o.MaxTokens = max(s.o.Trained-len(r.Prompt), 1)
 	}
-	if sl.logits == nil {
-		sl.logits = make([]float32, s.e.Vocab())
+	if !r.IgnoreEOS {
+		o.EOG, o.EndTokens = s.o.IsEOG, r.EndTokens
 	}
-	if err := sl.sess.Logits(j.ctx, sl.logits); err != nil {
-		return 0, err
-	}
-	id := j.sampler.Sample(sl.logits, j.history)
-	sl.sess.Choose(id)
-	return id, nil
+	return o
 }
 
-// job is one request on a slot: its sampler, the text decoded so far and
-// the stop-string matcher.
+// job is one request: what the HTTP layer asked, where its text goes, and
+// what it did.
 type job struct {
 	ctx       context.Context
 	req       Request
@@ -411,151 +416,16 @@ type job struct {
 	out       *Stream
 	submitted time.Time
 
-	slot    *slot
-	sampler *sample.Sampler
-	limit   int     // the most tokens to generate; < 0: none
-	history []int32 // prompt and generated ids, for the repetition penalty
-	dec     *tokenizer.StreamDecoder
-	stops   *engine.StopStrings
-	isEnd   func(int32) bool
-	res     Result
-	first   time.Time
+	slot  *slot
+	res   Result
+	first time.Time
 }
 
-func (j *job) start(s *Scheduler, cached int) {
-	r := j.req
-	j.sampler = sample.New(r.Sampling, s.e.Vocab())
-	j.history = append(make([]int32, 0, len(r.Prompt)+64), r.Prompt...)
-	j.dec = s.tok.NewStreamDecoder()
-	j.stops = engine.NewStopStrings(r.Stop)
-	j.res = Result{PromptTokens: len(r.Prompt), CachedTokens: cached, Slot: j.slot.id}
-	j.limit = r.MaxTokens
-	if j.limit < 0 && s.o.ContextShift && s.o.Trained > 0 {
-		j.limit = max(s.o.Trained-len(r.Prompt), 1)
-	}
-	j.isEnd = func(id int32) bool { return false }
-	if !r.IgnoreEOS {
-		end := map[int32]bool{}
-		for _, id := range r.EndTokens {
-			end[id] = true
-		}
-		j.isEnd = func(id int32) bool { return s.o.IsEOG(id) || end[id] }
-	}
-}
-
-// accept takes the chosen token and reports whether the generation is
-// over.
-func (j *job) accept(id int32) bool {
-	if j.res.CompletionTokens == 0 {
-		j.first = time.Now()
-	}
-	j.res.CompletionTokens++
-	if j.isEnd(id) {
-		j.res.Finish = FinishStop
-		return true
-	}
-	text, stopped := j.stops.Add(j.dec.Add(id))
-	j.out.push(text)
-	if stopped {
-		j.res.Finish = FinishStop
-		return true
-	}
-	if j.limit >= 0 && j.res.CompletionTokens >= j.limit {
-		j.res.Finish = FinishLength
-		return true
-	}
-	j.history = append(j.history, id)
-	return false
-}
-
-// end sends what the decoder and the stop strings held back (as the CLI
-// prints it) and the result.
+// end sends the result.
 func (j *job) end(err error) {
-	if err == nil && !j.stops.Stopped() {
-		text, _ := j.stops.Add(j.dec.Flush())
-		j.out.push(text + j.stops.Flush())
-	}
 	if !j.first.IsZero() {
 		j.res.TTFT = j.first.Sub(j.submitted)
 	}
 	j.res.Elapsed = time.Since(j.submitted)
 	j.out.finish(j.res, err)
-}
-
-// Stream is a generation's text as it is made, then its Result. The
-// scheduler never waits for a reader: text piles up until it is read, so a
-// slow client delays nobody else.
-type Stream struct {
-	mu   sync.Mutex
-	text strings.Builder
-	done bool
-	res  Result
-	err  error
-	wake chan struct{}
-}
-
-func newStream() *Stream { return &Stream{wake: make(chan struct{}, 1)} }
-
-func (s *Stream) push(text string) {
-	if text == "" {
-		return
-	}
-	s.mu.Lock()
-	s.text.WriteString(text)
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *Stream) finish(res Result, err error) {
-	s.mu.Lock()
-	s.done, s.res, s.err = true, res, err
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *Stream) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Next waits for text or the end. It returns the text made since the last
-// call; once that is all read, done is true and err says why it ended
-// (nil: it finished, see Result). It returns ctx's error if ctx ends first.
-func (s *Stream) Next(ctx context.Context) (text string, done bool, err error) {
-	for {
-		s.mu.Lock()
-		text = s.text.String()
-		s.text.Reset()
-		done, err = s.done, s.err
-		s.mu.Unlock()
-		if text != "" {
-			return text, false, nil
-		}
-		if done {
-			return "", true, err
-		}
-		select {
-		case <-s.wake:
-		case <-ctx.Done():
-			return "", true, ctx.Err()
-		}
-	}
-}
-
-// Result is the finished generation's result (valid once Next said done).
-func (s *Stream) Result() Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.res
-}
-
-// Wait waits for the end, dropping unread text, and returns the result.
-func (s *Stream) Wait() Result {
-	for {
-		if _, done, _ := s.Next(context.Background()); done {
-			return s.Result()
-		}
-	}
 }
