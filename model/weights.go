@@ -14,8 +14,9 @@ import (
 // fields tagged with the GGUF name) and HFName/GGUFName all walk it.
 //
 // The order is the file's (llama.cpp's converter's): the model's own
-// tensors before and after one block of per-layer ones. A name may appear
-// twice where a fused form stores it with another shape (Phi-3's ffn_up).
+// tensors listed before the first per-layer one come first, then each
+// layer's, then the rest. A name may appear twice where a fused form
+// stores it with another shape (Phi-3's ffn_up).
 var weights = []weight{
 	{name: "token_embd.weight", shape: dims(dVocab, dEmbd), hf: hf{llama: "model.embed_tokens.weight", gpt2: "transformer.wte.weight"}},
 	{name: "position_embd.weight", shape: dims(dContext, dEmbd), in: func(c Config) bool { return c.NoRoPE },
@@ -135,25 +136,26 @@ const ggufLayerPrefix = "blk."
 
 // walk calls yield with each entry of weights for the model's own tensors
 // and each layer's in file order, the layer -1 for the model's own, until
-// yield returns false; nothing is made per layer, so that a check stops at
-// the first mismatch without first listing every layer a file claims.
+// yield returns false: the model's own listed before the first per-layer
+// entry, then every layer, then the rest of the model's own. Nothing is
+// made per layer, so that a check stops at the first mismatch without
+// first listing every layer a file claims.
 func walk(nLayer int, yield func(w *weight, layer int) bool) {
-	lo := slices.IndexFunc(weights, func(w weight) bool { return w.layer })
-	hi := lo + slices.IndexFunc(weights[lo:], func(w weight) bool { return !w.layer })
-	for i := range weights[:lo] {
-		if !yield(&weights[i], -1) {
+	first := slices.IndexFunc(weights, func(w weight) bool { return w.layer })
+	for i := range weights {
+		if !weights[i].layer && i < first && !yield(&weights[i], -1) {
 			return
 		}
 	}
 	for l := range max(nLayer, 0) {
-		for i := lo; i < hi; i++ {
-			if !yield(&weights[i], l) {
+		for i := range weights {
+			if weights[i].layer && !yield(&weights[i], l) {
 				return
 			}
 		}
 	}
-	for i := hi; i < len(weights); i++ {
-		if !yield(&weights[i], -1) {
+	for i := range weights {
+		if !weights[i].layer && i > first && !yield(&weights[i], -1) {
 			return
 		}
 	}
