@@ -15,28 +15,38 @@ import (
 	"github.com/glint-llm/glint/workspace"
 )
 
-// Layer is one decoder block. The weights after each group's first are
-// nil where the architecture has none.
+// Layer is one decoder block. Each field's tag is the GGUF name (after
+// "blk.N.") of the weight it holds, which binds it to model.Config.Weights;
+// the weights after each group's first are nil where the architecture has
+// none.
 type Layer struct {
-	AttnNorm backend.Tensor // [embd]
-	Wq       backend.Tensor // [heads·headDim, embd]
-	Wk       backend.Tensor // [kvHeads·headDim, embd]
-	Wv       backend.Tensor // [kvHeads·headDim, embd]
-	Wo       backend.Tensor // [embd, heads·headDim]
-	FFNNorm  backend.Tensor // [embd]
-	WGate    backend.Tensor // [ff, embd]; nil: an ungated FFN (GPT-2)
-	WUp      backend.Tensor // [ff, embd]
-	WDown    backend.Tensor // [embd, ff]
+	AttnNorm backend.Tensor `gguf:"attn_norm.weight"`   // [embd]
+	Wq       backend.Tensor `gguf:"attn_q.weight"`      // [heads·headDim, embd]
+	Wk       backend.Tensor `gguf:"attn_k.weight"`      // [kvHeads·headDim, embd]
+	Wv       backend.Tensor `gguf:"attn_v.weight"`      // [kvHeads·headDim, embd]
+	Wo       backend.Tensor `gguf:"attn_output.weight"` // [embd, heads·headDim]
+	FFNNorm  backend.Tensor `gguf:"ffn_norm.weight"`    // [embd]
+	WGate    backend.Tensor `gguf:"ffn_gate.weight"`    // [ff, embd]; nil: an ungated FFN (GPT-2)
+	WUp      backend.Tensor `gguf:"ffn_up.weight"`      // [ff, embd]
+	WDown    backend.Tensor `gguf:"ffn_down.weight"`    // [embd, ff]
 
-	// LayerNorm biases (GPT-2).
-	AttnNormB, FFNNormB backend.Tensor // [embd]
+	// LayerNorm biases (GPT-2): [embd].
+	AttnNormB backend.Tensor `gguf:"attn_norm.bias"`
+	FFNNormB  backend.Tensor `gguf:"ffn_norm.bias"`
 	// Projection biases: Q, K, V (Qwen 2, GPT-2); the output and FFN
 	// projections (GPT-2).
-	Bq, Bk, Bv, Bo, BUp, BDown backend.Tensor
+	Bq    backend.Tensor `gguf:"attn_q.bias"`
+	Bk    backend.Tensor `gguf:"attn_k.bias"`
+	Bv    backend.Tensor `gguf:"attn_v.bias"`
+	Bo    backend.Tensor `gguf:"attn_output.bias"`
+	BUp   backend.Tensor `gguf:"ffn_up.bias"`
+	BDown backend.Tensor `gguf:"ffn_down.bias"`
 	// Per-head RMSNorm weights of q and k (Qwen 3, Gemma 3): [headDim].
-	QNorm, KNorm backend.Tensor
+	QNorm backend.Tensor `gguf:"attn_q_norm.weight"`
+	KNorm backend.Tensor `gguf:"attn_k_norm.weight"`
 	// RMSNorm weights of the attention and FFN outputs (Gemma): [embd].
-	AttnPostNorm, FFNPostNorm backend.Tensor
+	AttnPostNorm backend.Tensor `gguf:"post_attention_norm.weight"`
+	FFNPostNorm  backend.Tensor `gguf:"post_ffw_norm.weight"`
 }
 
 // State is what every layer of a model shares: the backend, the

@@ -17,15 +17,16 @@ import (
 // final norm and LM head, with its workspace and a KV cache of many
 // sequences. It implements engine.Model.
 type Model struct {
-	TokEmbd    backend.Tensor // [vocab, embd]
-	OutputNorm backend.Tensor // [embd]
-	Output     backend.Tensor // [vocab, embd]; TokEmbd when tied
+	// Each weight's tag is its GGUF name, as Layer's are.
+	TokEmbd    backend.Tensor `gguf:"token_embd.weight"`  // [vocab, embd]
+	OutputNorm backend.Tensor `gguf:"output_norm.weight"` // [embd]
+	Output     backend.Tensor `gguf:"output.weight"`      // [vocab, embd]; TokEmbd when tied
 	// RopeFreqs divides the RoPE frequencies: Llama 3's rope_freqs, or
 	// Phi-3's LongRoPE factors (short, or long when the context exceeds
 	// the original); [ropeDims/2] or nil.
-	RopeFreqs   backend.Tensor
-	PosEmbd     backend.Tensor // [context, embd] learned positions (GPT-2) or nil
-	OutputNormB backend.Tensor // [embd] LayerNorm bias (GPT-2) or nil
+	RopeFreqs   backend.Tensor `gguf:"rope_freqs.weight"`
+	PosEmbd     backend.Tensor `gguf:"position_embd.weight"` // [context, embd] learned positions (GPT-2) or nil
+	OutputNormB backend.Tensor `gguf:"output_norm.bias"`     // [embd] LayerNorm bias (GPT-2) or nil
 	Layers      []Layer
 
 	s       State
@@ -68,67 +69,6 @@ type Options struct {
 	Progress func(done, total int64)
 }
 
-// weightRef is one entry of the name → field mapping.
-type weightRef struct {
-	dst      *backend.Tensor
-	name     string
-	shape    []int
-	optional bool
-}
-
-// tensorMap is the one place where GGUF tensor names meet the model's
-// fields, for every architecture: what an architecture lacks is optional
-// (and then absent from its files; model.Config.TensorShapes lists what a
-// file holds). Fused matrices are read as their parts (model.Unfused).
-// ctx is the KV-cache length, which picks Phi-3's LongRoPE factors as
-// llama.cpp does.
-func (m *Model) tensorMap(c model.Config, ctx int) []weightRef {
-	e, q, kv, ff := c.NEmbd, c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NFF
-	freqs, hasFreqs := "rope_freqs.weight", c.HasRopeFreqs
-	if c.HasRopeFactors {
-		freqs, hasFreqs = "rope_factors_short.weight", true
-		if ctx > c.RopeOrigContext {
-			freqs = "rope_factors_long.weight"
-		}
-	}
-	refs := []weightRef{
-		{&m.TokEmbd, "token_embd.weight", []int{c.Vocab, e}, false},
-		{&m.PosEmbd, "position_embd.weight", []int{c.Context, e}, !c.NoRoPE},
-		{&m.OutputNorm, "output_norm.weight", []int{e}, false},
-		{&m.OutputNormB, "output_norm.bias", []int{e}, !c.LayerNorm},
-		{&m.Output, "output.weight", []int{c.Vocab, e}, c.TiedEmbeddings},
-		{&m.RopeFreqs, freqs, []int{c.RopeDims / 2}, !hasFreqs},
-	}
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
-		refs = append(refs,
-			weightRef{&l.AttnNorm, p + "attn_norm.weight", []int{e}, false},
-			weightRef{&l.AttnNormB, p + "attn_norm.bias", []int{e}, !c.LayerNorm},
-			weightRef{&l.Wq, p + "attn_q.weight", []int{q, e}, false},
-			weightRef{&l.Wk, p + "attn_k.weight", []int{kv, e}, false},
-			weightRef{&l.Wv, p + "attn_v.weight", []int{kv, e}, false},
-			weightRef{&l.Bq, p + "attn_q.bias", []int{q}, !c.AttnBias},
-			weightRef{&l.Bk, p + "attn_k.bias", []int{kv}, !c.AttnBias},
-			weightRef{&l.Bv, p + "attn_v.bias", []int{kv}, !c.AttnBias},
-			weightRef{&l.QNorm, p + "attn_q_norm.weight", []int{c.HeadDim}, !c.QKNorm},
-			weightRef{&l.KNorm, p + "attn_k_norm.weight", []int{c.HeadDim}, !c.QKNorm},
-			weightRef{&l.Wo, p + "attn_output.weight", []int{e, q}, false},
-			weightRef{&l.Bo, p + "attn_output.bias", []int{e}, !c.OutBias},
-			weightRef{&l.AttnPostNorm, p + "post_attention_norm.weight", []int{e}, !c.PostNorms},
-			weightRef{&l.FFNNorm, p + "ffn_norm.weight", []int{e}, false},
-			weightRef{&l.FFNNormB, p + "ffn_norm.bias", []int{e}, !c.LayerNorm},
-			weightRef{&l.WGate, p + "ffn_gate.weight", []int{ff, e}, c.NoGate},
-			weightRef{&l.WUp, p + "ffn_up.weight", []int{ff, e}, false},
-			weightRef{&l.BUp, p + "ffn_up.bias", []int{ff}, !c.OutBias},
-			weightRef{&l.WDown, p + "ffn_down.weight", []int{e, ff}, false},
-			weightRef{&l.BDown, p + "ffn_down.bias", []int{e}, !c.OutBias},
-			weightRef{&l.FFNPostNorm, p + "post_ffw_norm.weight", []int{e}, !c.PostNorms},
-		)
-	}
-	return refs
-}
-
 // Load places the weights of src on backend b and allocates the workspace
 // and KV cache.
 func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Model, error) {
@@ -157,24 +97,30 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 	o.MaxOutputs = min(o.MaxOutputs, o.Batch)
 	m := &Model{Layers: make([]Layer, c.NLayer),
 		ids: make([]int32, o.Batch), pos: make([]int32, o.Batch), seq: make([]int32, o.Batch)}
-	refs := m.tensorMap(c, o.Context)
+	refs := c.Weights(o.Context)
 	fp := newFingerprint(c)
 
 	var total, done int64
 	datas := make([]model.TensorData, len(refs))
+	dsts := make([]*backend.Tensor, len(refs))
 	for i, r := range refs {
-		if !src.Has(r.name) {
-			if r.optional {
+		dst, err := m.field(r)
+		if err != nil {
+			return nil, err
+		}
+		dsts[i] = dst
+		if !src.Has(r.Name) {
+			if !r.Required {
 				continue
 			}
-			return nil, fmt.Errorf("layers: tensor %q: missing", r.name)
+			return nil, fmt.Errorf("layers: tensor %q: missing", r.Name)
 		}
-		td, err := src.Tensor(r.name)
+		td, err := src.Tensor(r.Name)
 		if err != nil {
 			return nil, fmt.Errorf("layers: %w", err)
 		}
-		if !slices.Equal(td.Shape, r.shape) {
-			return nil, fmt.Errorf("layers: tensor %q: shape %v, want %v", r.name, td.Shape, r.shape)
+		if !slices.Equal(td.Shape, r.Shape) {
+			return nil, fmt.Errorf("layers: tensor %q: shape %v, want %v", r.Name, td.Shape, r.Shape)
 		}
 		datas[i] = td
 		total += int64(len(td.Data))
@@ -189,9 +135,9 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		t, err := b.Weight(td.Name, td.Type, td.Shape, td.Data)
 		if err != nil {
 			m.free(b)
-			return nil, fmt.Errorf("layers: tensor %q: %w", r.name, err)
+			return nil, fmt.Errorf("layers: tensor %q: %w", r.Name, err)
 		}
-		*r.dst = t
+		*dsts[i] = t
 		m.weights = append(m.weights, t)
 		if pr, ok := src.(model.PageReleaser); ok {
 			pr.ReleasePages(td.Name) // the backend holds what it needs

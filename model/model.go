@@ -1,8 +1,9 @@
 // Package model turns a model file into what the layers need: a Config of
 // hyper-parameters and a Source of named weight tensors. GGUF files
 // (model/gguf) and Hugging Face directories (config.json + safetensors,
-// model/safetensors) both end up here, with every tensor under its GGUF name
-// so that package layers maps names to weights in one place.
+// model/safetensors) both end up here, with every tensor under its GGUF name.
+// One table (weights.go) declares every architecture's tensors: what a file
+// holds, their Hugging Face names, and what package layers reads.
 package model
 
 import "github.com/glint-llm/glint/dtype"

@@ -323,3 +323,112 @@ func TestTensorCount(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesPerArch: each architecture's Hugging Face names as
+// convert_hf_to_gguf.py maps them (its TensorNameMap), and names an
+// architecture lacks map to nothing.
+func TestNamesPerArch(t *testing.T) {
+	for _, tc := range []struct{ arch, hf, gguf string }{
+		{"qwen2", "model.layers.2.self_attn.q_proj.bias", "blk.2.attn_q.bias"},
+		{"qwen2", "model.layers.2.self_attn.v_proj.bias", "blk.2.attn_v.bias"},
+		{"qwen3", "model.layers.1.self_attn.k_norm.weight", "blk.1.attn_k_norm.weight"},
+		{"gemma2", "model.layers.0.post_attention_layernorm.weight", "blk.0.post_attention_norm.weight"},
+		{"gemma2", "model.layers.0.pre_feedforward_layernorm.weight", "blk.0.ffn_norm.weight"},
+		{"gemma3", "model.layers.5.post_feedforward_layernorm.weight", "blk.5.post_ffw_norm.weight"},
+		{"gemma3", "model.layers.5.self_attn.q_norm.weight", "blk.5.attn_q_norm.weight"},
+		{"gemma3", "lm_head.weight", "output.weight"},
+		{"phi3", "model.layers.4.self_attn.qkv_proj.weight", "blk.4.attn_qkv.weight"},
+		{"phi3", "model.layers.4.mlp.gate_up_proj.weight", "blk.4.ffn_up.weight"},
+		{"gpt2", "transformer.wte.weight", "token_embd.weight"},
+		{"gpt2", "transformer.wpe.weight", "position_embd.weight"},
+		{"gpt2", "transformer.ln_f.bias", "output_norm.bias"},
+		{"gpt2", "transformer.h.11.attn.c_attn.bias", "blk.11.attn_qkv.bias"},
+		{"gpt2", "transformer.h.0.mlp.c_fc.weight", "blk.0.ffn_up.weight"},
+		{"gpt2", "transformer.h.0.mlp.c_proj.bias", "blk.0.ffn_down.bias"},
+	} {
+		if g, ok := model.GGUFName(tc.arch, tc.hf); !ok || g != tc.gguf {
+			t.Errorf("%s: GGUFName(%q) = %q, %v; want %q", tc.arch, tc.hf, g, ok, tc.gguf)
+		}
+		if h, ok := model.HFName(tc.arch, tc.gguf); !ok || h != tc.hf {
+			t.Errorf("%s: HFName(%q) = %q, %v; want %q", tc.arch, tc.gguf, h, ok, tc.hf)
+		}
+	}
+	for _, tc := range []struct{ arch, gguf string }{
+		{"llama", "blk.0.attn_q.bias"}, {"llama", "blk.0.attn_qkv.weight"}, {"llama", "blk.0.post_ffw_norm.weight"},
+		{"qwen2", "blk.0.attn_q_norm.weight"}, {"phi3", "blk.0.attn_q.weight"}, {"phi3", "blk.0.ffn_gate.weight"},
+		{"gpt2", "blk.0.attn_q.weight"}, {"gpt2", "blk.0.ffn_gate.weight"}, {"mamba", "token_embd.weight"},
+	} {
+		if h, ok := model.HFName(tc.arch, tc.gguf); ok {
+			t.Errorf("%s: HFName(%q) = %q, want none", tc.arch, tc.gguf, h)
+		}
+	}
+}
+
+// TestNamesRoundTrip: every tensor of every architecture's files that
+// has a Hugging Face name comes back to itself, and only the tensors
+// Hugging Face derives from config.json lack one.
+func TestNamesRoundTrip(t *testing.T) {
+	for _, arch := range model.Archs {
+		c, err := model.Config{Arch: arch, NLayer: 12, NEmbd: 8, NHead: 2, NHeadKV: 1, HeadDim: 4, NFF: 8,
+			Vocab: 4, Context: 4, RopeDims: 4, HasRopeFreqs: true}.WithArch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range c.TensorShapes() {
+			h, ok := model.HFName(arch, ts.Name)
+			if !ok {
+				if ts.Name != "rope_freqs.weight" {
+					t.Errorf("%s: %q has no Hugging Face name", arch, ts.Name)
+				}
+				continue
+			}
+			if g, ok := model.GGUFName(arch, h); !ok || g != ts.Name {
+				t.Errorf("%s: %q → %q → %q, %v", arch, ts.Name, h, g, ok)
+			}
+		}
+	}
+}
+
+// TestWeights: what the layers read is the file's tensors with fused
+// matrices as their parts and Phi-3's LongRoPE factors, chosen by the
+// context, in rope_freqs' place.
+func TestWeights(t *testing.T) {
+	c, err := model.Config{Arch: "phi3", NLayer: 1, NEmbd: 8, NHead: 2, NHeadKV: 2, HeadDim: 4, NFF: 12,
+		Vocab: 4, Context: 64, RopeDims: 4, HasRopeFactors: true, RopeOrigContext: 16}.WithArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		name     string
+		shape    []int
+		required bool
+	}
+	for _, tc := range []struct {
+		ctx   int
+		freqs string
+	}{{16, "rope_factors_short.weight"}, {17, "rope_factors_long.weight"}} {
+		got := map[string]read{}
+		for _, w := range c.Weights(tc.ctx) {
+			got[w.Key] = read{w.Name, w.Shape, w.Required}
+		}
+		for key, want := range map[string]read{
+			"rope_freqs.weight":  {tc.freqs, []int{2}, true},
+			"attn_q.weight":      {"blk.0.attn_q.weight", []int{8, 8}, true},
+			"attn_v.weight":      {"blk.0.attn_v.weight", []int{8, 8}, true},
+			"ffn_gate.weight":    {"blk.0.ffn_gate.weight", []int{12, 8}, true},
+			"ffn_up.weight":      {"blk.0.ffn_up.weight", []int{12, 8}, true},
+			"attn_q.bias":        {"blk.0.attn_q.bias", []int{8}, false},
+			"attn_q_norm.weight": {"blk.0.attn_q_norm.weight", []int{4}, false},
+			"output.weight":      {"output.weight", []int{4, 8}, true},
+		} {
+			if g := got[key]; g.name != want.name || !slices.Equal(g.shape, want.shape) || g.required != want.required {
+				t.Errorf("ctx %d: %s reads %+v, want %+v", tc.ctx, key, g, want)
+			}
+		}
+		for _, fused := range []string{"attn_qkv.weight", "rope_factors_long.weight", "rope_factors_short.weight"} {
+			if g, ok := got[fused]; ok {
+				t.Errorf("ctx %d: %s read directly (%+v)", tc.ctx, fused, g)
+			}
+		}
+	}
+}
