@@ -22,12 +22,12 @@ type Options struct {
 	// Level caps the CPU backend's kernel level: "" (the host's best), off
 	// (or go), avx2, avx512, avx512vnni (vnni) or avx512vbmi (vbmi). A level
 	// above the host's is capped to it, since its kernels would fault.
-	Level string
+	Level string `json:"level,omitempty"`
 	// Flavour names the llama.cpp CPU build whose arithmetic both backends
 	// reproduce: "" (the build native to the host), avx2, avx512 or
 	// avx512bf16. Any flavour runs on any host (the AVX-512 ones in Go where
 	// the CPU lacks AVX-512).
-	Flavour string
+	Flavour string `json:"flavour,omitempty"`
 }
 
 // Env names the environment variables FromEnv reads.
