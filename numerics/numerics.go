@@ -70,7 +70,9 @@ type Host struct {
 }
 
 // HostCPU is this machine's Host, detected once.
-var HostCPU = sync.OnceValue(func() Host {
+func HostCPU() Host { return hostCPU() }
+
+var hostCPU = sync.OnceValue(func() Host {
 	l := detectLevel()
 	return Host{Level: l, BF16: l >= AVX512 && detectBF16()}
 })
