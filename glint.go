@@ -23,6 +23,7 @@ import (
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model"
 	"github.com/glint-llm/glint/model/load"
+	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/onnx"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -39,6 +40,11 @@ type Options struct {
 	// device, for benchmarks (opencl.Options.Tune: portable, gpu, gemm=64 …);
 	// every tuning gives the same results.
 	Tune string
+	// Numerics chooses the CPU kernel level and the llama.cpp build whose
+	// arithmetic both backends reproduce (zero: the host's best level and
+	// native build; the command line fills it from GLINT_CPU_SIMD and
+	// GLINT_GGML_FLAVOR, numerics.FromEnv).
+	Numerics numerics.Options
 	// Context is the number of KV-cache cells, llama.cpp's -c: rounded up to a
 	// multiple of 32 as llama.cpp pads it (0 or more than trained: the
 	// model's trained context). Sequences share them (KVLayout).
@@ -106,13 +112,17 @@ func (m *Model) Close() error {
 }
 
 // NewBackend makes the glint backend o.Backend names (cpu or opencl) with
-// o.Threads, or o.Device and o.Tune.
+// o.Threads, or o.Device and o.Tune, and o.Numerics.
 func NewBackend(o Options) (backend.Backend, error) {
 	switch o.Backend {
 	case "", "cpu":
-		return cpu.New(o.Threads), nil
+		b, err := cpu.NewWith(cpu.Options{Threads: o.Threads, Numerics: o.Numerics})
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	case "opencl":
-		return opencl.New(opencl.Options{Device: o.Device, Tune: o.Tune})
+		return opencl.New(opencl.Options{Device: o.Device, Tune: o.Tune, Numerics: o.Numerics})
 	}
 	return nil, fmt.Errorf("unknown backend %q (want cpu, opencl or onnx)", o.Backend)
 }

@@ -12,26 +12,28 @@ import (
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/onnx"
 )
 
 // Job is one backend's measurement: what a Runner is given (as JSON when it
 // crosses into a child process).
 type Job struct {
-	Backend    string  `json:"backend"`
-	Model      string  `json:"model"`
-	Prompt     string  `json:"prompt,omitempty"`
-	PromptIDs  []int32 `json:"prompt_ids,omitempty"`
-	N          int     `json:"n"`
-	Runs       int     `json:"runs"`
-	Threads    int     `json:"threads,omitempty"`
-	Device     string  `json:"device,omitempty"`
-	Tune       string  `json:"tune,omitempty"`
-	Context    int     `json:"context,omitempty"`
-	CacheTypeK string  `json:"cache_type_k,omitempty"`
-	CacheTypeV string  `json:"cache_type_v,omitempty"`
-	OrtLib     string  `json:"ort_lib,omitempty"`
-	Profile    bool    `json:"profile,omitempty"`
+	Backend    string           `json:"backend"`
+	Model      string           `json:"model"`
+	Prompt     string           `json:"prompt,omitempty"`
+	PromptIDs  []int32          `json:"prompt_ids,omitempty"`
+	N          int              `json:"n"`
+	Runs       int              `json:"runs"`
+	Threads    int              `json:"threads,omitempty"`
+	Device     string           `json:"device,omitempty"`
+	Tune       string           `json:"tune,omitempty"`
+	Numerics   numerics.Options `json:"numerics,omitzero"`
+	Context    int              `json:"context,omitempty"`
+	CacheTypeK string           `json:"cache_type_k,omitempty"`
+	CacheTypeV string           `json:"cache_type_v,omitempty"`
+	OrtLib     string           `json:"ort_lib,omitempty"`
+	Profile    bool             `json:"profile,omitempty"`
 }
 
 func (j Job) check() error {
@@ -80,7 +82,7 @@ func Measure(j Job) (res Backend) {
 	var prof *backend.ProfiledBackend
 	opts := glint.Options{
 		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Tune: j.Tune, Context: j.Context, OrtLib: j.OrtLib,
-		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV,
+		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV, Numerics: j.Numerics,
 		Wrap: func(b backend.Backend) backend.Backend {
 			made = true
 			if !j.Profile {

@@ -18,6 +18,7 @@ import (
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/model/gguf"
 	"github.com/glint-llm/glint/model/safetensors"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // Options describe a report.
@@ -37,7 +38,9 @@ type Options struct {
 	Threads int
 	Device  string // OpenCL device
 	Tune    string // OpenCL kernels' tuning (glint.Options.Tune)
-	Context int    // KV-cache length (0: the model's trained context)
+	// Numerics is the kernel level and llama.cpp flavour (glint.Options.Numerics).
+	Numerics numerics.Options
+	Context  int // KV-cache length (0: the model's trained context)
 	// CacheTypeK and CacheTypeV are the KV-cache types ("": f16).
 	CacheTypeK, CacheTypeV string
 	OrtLib                 string
@@ -135,6 +138,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		b = run(ctx, Job{
 			Backend: name, Model: path, Prompt: o.Prompt, PromptIDs: o.PromptIDs, N: o.N, Runs: o.Runs,
 			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, OrtLib: o.OrtLib, Profile: o.Profile,
+			Numerics: o.Numerics,
 		})
 		b.Backend, b.Model = name, info
 		if b.Status == StatusOK {

@@ -152,7 +152,7 @@ func (b *Backend) attentionItems(t *task, id, lo, hi int) {
 		case len(runs) == 0:
 			// No cell: llama.cpp would divide 0 by 0; the op's rule is zeros.
 			clear(t.dst[row*t.qStride+h0*t.headDim : row*t.qStride+h1*t.headDim])
-		case ggml512 && (t.kh != nil) == (t.vh != nil):
+		case b.flavour.Wide() && (t.kh != nil) == (t.vh != nil):
 			b.attentionHeads512(t, sc, row, h0, h1, runs)
 		case t.simd > simdOff:
 			simdAttention(t, sc.scores, row, h0, h1, runs)

@@ -2,7 +2,9 @@
 // a persistent pool of worker goroutines, with C kernels for x86 (simd.c,
 // ops.c, through cgo) chosen at run time by instruction set: AVX2,
 // AVX-512, AVX-512 VNNI and VBMI (int8 dot products).
-// GLINT_CPU_SIMD=off|avx2|avx512|avx512vnni|avx512vbmi caps the level, which
+// Options.Numerics (numerics.Options) caps the level, which is how the
+// tests compare every path on one machine, and picks the llama.cpp build
+// whose arithmetic it reproduces (flavor.go). |avx2|avx512|avx512vnni|avx512vbmi caps the level, which
 // is how the tests compare every path on one machine. Weights stay in their stored type and are unpacked block
 // by block inside the dot kernels; activations are rounded as llama.cpp
 // rounds them: to Q8_0/Q8_K for quantised weights, so that block dot
@@ -36,6 +38,7 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // Backend is the CPU implementation of backend.Backend.
@@ -43,6 +46,7 @@ type Backend struct {
 	threads int
 	device  string
 	simd    simdLevel
+	flavour numerics.Flavour
 	dbg     int
 	pool    pool
 	err     error
@@ -85,22 +89,51 @@ type scratch struct {
 
 var _ backend.Backend = (*Backend)(nil)
 
-// New starts a backend with the given number of threads (threads <= 0 means
-// runtime.NumCPU(); at most maxThreads). The calling goroutine is one of
-// them: threads-1 worker goroutines are started here and live until Close.
+// Options say how a Backend runs.
+type Options struct {
+	// Threads is the number of threads ops run on (0 or less:
+	// runtime.NumCPU(); at most maxThreads).
+	Threads int
+	// Numerics chooses the kernel level and the llama.cpp build whose
+	// arithmetic the backend reproduces (the zero value: the host's best
+	// level and native build).
+	Numerics numerics.Options
+}
+
+// New starts a backend of threads threads (0 or less: runtime.NumCPU())
+// at the host's best kernel level, in the arithmetic of the llama.cpp
+// build native to the host: NewWith(Options{Threads: threads}), which
+// cannot fail.
 func New(threads int) *Backend {
+	b, err := NewWith(Options{Threads: threads})
+	if err != nil {
+		panic(err) // unreachable: empty Numerics resolve on any host
+	}
+	return b
+}
+
+// NewWith starts a backend with o.Threads threads. The calling goroutine is
+// one of them: threads-1 worker goroutines are started here and live until
+// Close.
+func NewWith(o Options) (*Backend, error) {
+	ns, err := o.Numerics.Resolve(numerics.HostCPU())
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	threads := o.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
 	threads = min(threads, maxThreads)
 	b := &Backend{
 		threads: threads,
-		simd:    defaultSIMD,
+		simd:    ns.Level,
+		flavour: ns.Flavour,
 		device:  cpuModel(),
 		scratch: make([]scratch, threads),
 	}
 	b.pool.start(b, threads)
-	return b
+	return b, nil
 }
 
 // Threads is the number of threads ops run on.
@@ -112,7 +145,7 @@ func (b *Backend) Name() string { return "cpu" }
 // Device implements backend.Backend: the CPU model, the thread count, the
 // matmul kernels in use and the llama.cpp build whose arithmetic they give.
 func (b *Backend) Device() string {
-	return fmt.Sprintf("%s, %d threads, %v kernels, llama.cpp %s arithmetic", b.device, b.threads, b.simd, Flavour())
+	return fmt.Sprintf("%s, %d threads, %v kernels, llama.cpp %v arithmetic", b.device, b.threads, b.simd, b.flavour)
 }
 
 // Sync implements backend.Backend. CPU ops are synchronous, so it only

@@ -207,7 +207,7 @@ func BenchmarkDot(b *testing.B) {
 			var s float32
 			var a acts
 			at := dt.ActivationType()
-			a.grow(at, 1, k, false)
+			a.grow(at, 1, k, false, false)
 			for range b.N {
 				if dt.Quantized() {
 					quantizeRowsGo(at, actOffset(dt), &a, x, k, 0, 1)
@@ -290,7 +290,7 @@ func TestDecodeSplitInvariant(t *testing.T) {
 func dot(dt dtype.Type, x []float32, raw []byte, wf []float32) float32 {
 	var d [1]float32
 	t := &task{kind: kMatMul, dst: d[:], x: x, w: raw, y: wf, wt: dt, n: 1, k: len(x), m: 1,
-		sum: floatSumFor(dt, 1, len(x), 1)}
+		sum: flavour.FloatOrder(dt, 1, len(x), 1)}
 	matMulRows(t, 0, 1)
 	return d[0]
 }

@@ -2,83 +2,27 @@ package cpu
 
 import (
 	"math"
-	"os"
 
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
-// llama.cpp's CPU results depend on the instruction set it was built for:
-// its AVX-512 build sums F16 and F32 dot products in 16-lane vectors, and
-// computes exp (softmax, SiLU) with another polynomial tail, where its AVX2
-// build uses 8 lanes, and the two disagree in the last bits. glint
-// reproduces the build that is native to the host, as `build-llama.sh cpu`
-// makes it: on a CPU with AVX-512 (F, BW, VL, DQ) the attention (over K and
-// V caches of one type) and SiLU follow ggml's AVX-512 arithmetic below;
-// elsewhere, and for mixed cache types, they follow its AVX2 arithmetic
-// (attentionHeads, siluMul8). Float-weight matmuls take the flavour's
-// tinyBLAS and vec_dot lanes (floatSum, kernels.go). Either runs at every
-// kernel level, so that the levels still agree with each other. Quantised
-// matmuls need no flavour: ggml's x86 kernels for them are AVX2 in both
-// builds (quant_lanes.go).
-
+// The backend reproduces the arithmetic of one llama.cpp CPU build, its
+// flavour (numerics.Flavour, from Options; by default the build native to
+// the host, as `build-llama.sh cpu` makes it): with the AVX-512 flavour the
+// attention (over K and V caches of one type) and SiLU follow ggml's
+// AVX-512 arithmetic below; otherwise, and for mixed cache types, its AVX2
+// arithmetic (attentionHeads, siluMul8). Float-weight matmuls take the
+// flavour's tinyBLAS and vec_dot lanes (numerics.Order, kernels.go). Either
+// runs at every kernel level, so that the levels still agree with each
+// other; without AVX-512 the AVX-512 arithmetic runs in Go at every level.
 // With its build's flavour glint's logits equal llama.cpp's to the bit on
 // the staged K-quant files and on Llama-3.2-1B-shaped K-quant files
-// (internal/peer). GLINT_GGML_FLAVOR=avx2, avx512 or avx512bf16 selects a
-// build's arithmetic whatever the host (to compare with a peer built for
-// another CPU, or to test what other hosts run); without AVX-512 the AVX-512
-// arithmetic runs in Go at every level.
-//
-// A build for a CPU with AVX512_BF16 (Zen 4, Sapphire Rapids: what
-// GGML_NATIVE makes there) sums BF16 dot products by vdpbf16ps, in pairs of
-// elements (addPairs, kernels.go), where other builds widen them to float;
-// ggmlBF16 selects that arithmetic, a variant of the AVX-512 one.
-var (
-	ggml512  = flavour512(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD)
-	ggmlBF16 = flavourBF16(os.Getenv("GLINT_GGML_FLAVOR"), hostSIMD, hostBF16)
-)
+// (internal/peer).
 
-// flavour512 reports whether a GLINT_GGML_FLAVOR value on a host of level
-// host selects ggml's AVX-512 arithmetic.
-func flavour512(env string, host simdLevel) bool {
-	switch env {
-	case "avx2":
-		return false
-	case "avx512", "avx512bf16":
-		return true
-	}
-	return host >= simdAVX512
-}
-
-// flavourBF16 reports whether a GLINT_GGML_FLAVOR value on a host of level
-// host, with AVX512_BF16 or not (bf16), selects vdpbf16ps's BF16 sums.
-func flavourBF16(env string, host simdLevel, bf16 bool) bool {
-	switch env {
-	case "avx2", "avx512":
-		return false
-	case "avx512bf16":
-		return true
-	}
-	return host >= simdAVX512 && bf16
-}
-
-// Flavour names the llama.cpp CPU build whose arithmetic the backend's
-// attention, SiLU and float-weight matmuls reproduce (see above):
-// "avx512bf16", "avx512" or "avx2". The OpenCL backend follows the same one.
-func Flavour() string {
-	switch {
-	case ggmlBF16:
-		return "avx512bf16"
-	case ggml512:
-		return "avx512"
-	}
-	return "avx2"
-}
-
-// FloatOrder is the order (floatSum, kernels.go) in which the backend sums
-// a matmul of n tokens by m rows of k float weights of type dt, in the
-// flavour's build: other backends that give its bits take it (OpenCL's
-// fs_t).
-func FloatOrder(dt dtype.Type, n, k, m int) int { return int(floatSumFor(dt, n, k, m)) }
+// Flavour is the llama.cpp CPU build whose arithmetic the backend's
+// attention, SiLU and float-weight matmuls reproduce.
+func (b *Backend) Flavour() numerics.Flavour { return b.flavour }
 
 // simd512 reports whether the AVX-512 flavour's C kernels may run at level l.
 func simd512(l simdLevel) bool { return l > simdOff && hostSIMD >= simdAVX512 }

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // The portable row kernels for float weights (quantised ones are in
@@ -39,89 +40,26 @@ func f16At(w []byte, i int) float32 {
 
 // Float weights are summed as llama.cpp's CPU build sums them (its
 // ggml_compute_forward_mul_mat), so that F16, BF16 and F32 files give its
-// logits. Its choice, per call: llamafile's tinyBLAS when it takes the call
-// (at least two tokens, k a multiple of its vector's KN floats, the rows a
-// multiple of 4: llamafile_sgemm), else ggml_vec_dot_* for every output.
-// Each is a fixed assignment of elements to float lanes, summed by fused
-// multiply-adds, and a fixed reduction (floatSum). The weights meet
-// activations rounded to F16 or BF16 for those types, as llama.cpp's
+// logits: in the flavour's order for the call (numerics.Order). The weights
+// meet activations rounded to F16 or BF16 for those types, as llama.cpp's
 // vec_dot_type rounds them; their products are then exact in float32, so a
 // fused multiply-add and a rounded product added give the same bits. Every
 // kernel level reproduces the Go kernels below bit for bit (simd.c).
-type floatSum uint8
+type floatSum = numerics.Order
 
 const (
-	// sumVec8 is ggml_vec_dot_f16/f32/bf16 on AVX2: four 8-lane
-	// accumulators over 32-element steps (element i in lane i%32), folded
-	// and reduced, then the elements past the last step.
-	sumVec8 floatSum = iota
-	// sumVec16 is the same on AVX-512: four 16-lane accumulators over
-	// 64-element steps (BF16: two over 32-element steps, each reduced and
-	// added in float64).
-	sumVec16
-	// sumTiny8 is tinyBLAS on AVX2: one 8-lane accumulator over k, hsum8'd.
-	sumTiny8
-	// sumTiny16 is tinyBLAS on AVX-512: one 16-lane accumulator, reduce16'd.
-	sumTiny16
-	// sumVecBF16 is ggml_vec_dot_bf16 by vdpbf16ps (ggmlBF16): two 16-lane
-	// accumulators over 64-element steps, the first taking each step's
-	// elements 0…31 and the second 32…63, a pair of elements a lane
-	// (addPairs); each reduced and added in float64, then the elements past
-	// the last step.
-	sumVecBF16
-	// sumTinyBF16 is tinyBLAS by vdpbf16ps: one such 16-lane accumulator over
-	// 32-element steps, reduce16'd.
-	sumTinyBF16
+	sumVec8     = numerics.SumVec8
+	sumVec16    = numerics.SumVec16
+	sumTiny8    = numerics.SumTiny8
+	sumTiny16   = numerics.SumTiny16
+	sumVecBF16  = numerics.SumVecBF16
+	sumTinyBF16 = numerics.SumTinyBF16
 )
 
-// floatSumFor is the order llama.cpp's build of the flavour takes for a
-// matmul of n tokens by m rows of k elements of type dt.
-func floatSumFor(dt dtype.Type, n, k, m int) floatSum {
-	if dt == dtype.BF16 && ggml512 && ggmlBF16 {
-		if n >= 2 && k%32 == 0 && m%4 == 0 {
-			return sumTinyBF16
-		}
-		return sumVecBF16
-	}
-	kn, tiny, vec := 8, sumTiny8, sumVec8
-	if ggml512 {
-		kn, tiny, vec = 16, sumTiny16, sumVec16
-	}
-	if n >= 2 && k%kn == 0 && m%4 == 0 {
-		return tiny
-	}
-	return vec
-}
-
-// paired reports whether the order sums by vdpbf16ps, in pairs (addPairs).
-func (s floatSum) paired() bool { return s == sumVecBF16 || s == sumTinyBF16 }
-
-// lanes is how many float lanes the order keeps for weight type dt: element
-// i of a row goes to lane i%lanes, up to the last whole step (the vdpbf16ps
-// orders: the elements of a step, which go to half as many lanes in pairs).
-func (s floatSum) lanes(dt dtype.Type) int {
-	switch s {
-	case sumTiny8:
-		return 8
-	case sumTiny16:
-		return 16
-	case sumTinyBF16:
-		return 32
-	case sumVecBF16:
-		return 64
-	case sumVec16:
-		if dt == dtype.BF16 {
-			return 32
-		}
-		return 64
-	}
-	return 32
-}
-
-// finish reduces the lanes of one output and adds the products of the
+// finishSum reduces the lanes of one output and adds the products of the
 // elements past the last whole step (x, w: at most lanes-1 of them; tinyBLAS
 // has none).
-func (s floatSum) finish(dt dtype.Type, acc *[64]float32, x, w []float32) float32 {
+func finishSum(s floatSum, dt dtype.Type, acc *[64]float32, x, w []float32) float32 {
 	switch s {
 	case sumTiny8:
 		return hsum8(*(*[8]float32)(acc[:8]))

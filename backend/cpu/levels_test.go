@@ -8,6 +8,7 @@ import (
 
 	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // matMulAt runs one MatMulTransposed of x (n rows) by the raw weight at
@@ -87,7 +88,7 @@ func TestMatMulLevelsBitExact(t *testing.T) {
 				}
 				// A zero block: its scale is 0 and so is its contribution.
 				clear(x[:min(32, s.k)])
-				flavours := []bool{ggml512}
+				flavours := []bool{flavour.Wide()}
 				if !dt.Quantized() {
 					flavours = []bool{false, true}
 				}
@@ -100,14 +101,13 @@ func TestMatMulLevelsBitExact(t *testing.T) {
 }
 
 // levelsBitExact checks one matmul at every level against the Go path's
-// bits, in the flavour wide (ggml512).
+// bits, in the AVX-512 flavour if wide (wideFlavour).
 func levelsBitExact(t *testing.T, levels []simdLevel, wide bool, dt dtype.Type, raw []byte, m, k, n int, x []float32) {
-	saved := ggml512
-	defer func() { ggml512 = saved }()
-	ggml512 = wide
+	defer func(f numerics.Flavour) { flavour = f }(flavour)
+	flavour = wideFlavour(wide)
 	want := matMulAt(t, simdOff, 2, dt, raw, m, k, n, x)
 	for _, l := range levels[1:] {
-		t.Run(fmt.Sprintf("%v/%dx%d/n=%d/%v/%v", dt, m, k, n, l, Flavour()), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/%dx%d/n=%d/%v/%v", dt, m, k, n, l, flavour), func(t *testing.T) {
 			// One thread and two: the split of rows must not matter.
 			for _, threads := range []int{1, 2} {
 				got := matMulAt(t, l, threads, dt, raw, m, k, n, x)
@@ -157,10 +157,10 @@ func TestFloatSumIsGgmls(t *testing.T) {
 				dtype.RoundActivations(dt, xr, xr)
 			}
 			for fi, wide := range []bool{false, true} {
-				saved := ggml512
-				ggml512 = wide
+				saved := flavour
+				flavour = wideFlavour(wide)
 				got := matMulAt(t, simdOff, 1, dt, raw, c.m, c.k, c.n, x)
-				ggml512 = saved
+				flavour = saved
 				for i := range c.n {
 					for o := range c.m {
 						w, xi := wf[o*c.k:(o+1)*c.k], xr[i*c.k:(i+1)*c.k]
@@ -235,8 +235,8 @@ func TestDotBF16SIMD(t *testing.T) {
 	if !hostBF16 {
 		t.Skip("the CPU has no AVX512_BF16")
 	}
-	defer func(a, b bool) { ggml512, ggmlBF16 = a, b }(ggml512, ggmlBF16)
-	ggml512, ggmlBF16 = true, true
+	defer func(f numerics.Flavour) { flavour = f }(flavour)
+	flavour = numerics.FlavourAVX512BF16
 	rng := rand.New(rand.NewPCG(5, 17))
 	// wild is a BF16 value: now and then zero or subnormal, else with an
 	// exponent within 2^±8 of 2^e. Rows of weights and tokens of

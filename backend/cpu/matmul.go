@@ -88,7 +88,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	}
 	t := &b.pool.task
 	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, xh: xh, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a,
-		sum: floatSumFor(wt.dt, n, k, m), x8: wt.x8}
+		sum: b.flavour.FloatOrder(wt.dt, n, k, m), x8: wt.x8}
 	if b.simd > simdOff && simdType(wt.dt) {
 		t.simd = b.simd
 	}
@@ -132,7 +132,7 @@ func (b *Backend) quantize(x *Tensor, wt dtype.Type, n, k int) *acts {
 	}
 	// Only the SIMD rounding (simdQuantize) stores F16 bits, and only the
 	// SIMD tiles read them; a backend's level is fixed for its life.
-	b.act.grow(key.at, n, k, b.simd > simdOff)
+	b.act.grow(key.at, n, k, b.simd > simdOff, b.flavour.BF16())
 	b.act.n = n
 	t := &b.pool.task
 	*t = task{kind: kQuantize, total: n, grain: max(1, minElemsPerTask/k), x: x.f32, k: k, act: &b.act, at: key.at, off: key.off}
@@ -176,7 +176,7 @@ func matMulRows(t *task, lo, hi int) {
 	}
 	var buf [chunkElems]float32
 	var acc [tokenTile][64]float32
-	lanes := t.sum.lanes(t.wt)
+	lanes := t.sum.Lanes(t.wt)
 	np := k &^ (lanes - 1) // the elements in whole steps; the rest are finish's
 	fused := t.wt == dtype.F32
 	elemBytes := t.wt.BlockBytes() // float types: bytes per element
@@ -201,13 +201,13 @@ func matMulRows(t *task, lo, hi int) {
 					xs := t.x[(t0+i)*k+c:]
 					switch {
 					case whole == 0:
-					case t.sum.paired():
+					case t.sum.Paired():
 						addPairs(&acc[i], xs[:whole], wc, lanes)
 					default:
 						addLanes(&acc[i], xs[:whole], wc, lanes, fused)
 					}
 					if c+cl == k {
-						t.dst[(t0+i)*m+o] = t.sum.finish(t.wt, &acc[i], xs[whole:cl], wc[whole:cl])
+						t.dst[(t0+i)*m+o] = finishSum(t.sum, t.wt, &acc[i], xs[whole:cl], wc[whole:cl])
 					}
 				}
 			}

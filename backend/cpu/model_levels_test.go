@@ -14,6 +14,7 @@ import (
 	"github.com/glint-llm/glint/layers"
 	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/model/synth"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // matmulLog wraps a backend and records, for every MatMulTransposed, the
@@ -57,7 +58,7 @@ type levelRun struct {
 
 func runAtLevel(t *testing.T, path, level string, cache dtype.Type, prompt []int32, steps int) levelRun {
 	t.Helper()
-	b, err := cpu.NewAtLevel(2, level)
+	b, err := cpu.NewWith(cpu.Options{Threads: 2, Numerics: numerics.Options{Level: level, Flavour: numerics.FromEnv().Flavour}})
 	if err != nil {
 		t.Fatal(err)
 	}

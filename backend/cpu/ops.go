@@ -213,7 +213,7 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 	if b.simd > simdOff {
 		grain = max(minSIMDElemsPerTask, grain)
 	}
-	*t = task{kind: kSiLUMul, total: total, grain: grain, dst: d.f32, x: g.f32, y: u.f32, k: cols, simd: b.simd}
+	*t = task{kind: kSiLUMul, total: total, grain: grain, dst: d.f32, x: g.f32, y: u.f32, k: cols, simd: b.simd, flavour: b.flavour}
 	b.pool.run()
 }
 
@@ -221,7 +221,7 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 // does in the llama.cpp build glint follows (flavor.go), followed by the
 // product with up.
 func siluMulRange(t *task, lo, hi int) {
-	if ggml512 {
+	if t.flavour.Wide() {
 		siluMulRows(t, lo, hi, 16, siluMul16)
 		return
 	}

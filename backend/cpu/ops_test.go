@@ -10,6 +10,7 @@ import (
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // siluInputs are the gates TestSiLUMulSIMD checks besides random ones:
@@ -420,49 +421,10 @@ func refAttentionF64(q, k, v []float32, n int, visible [][]int, heads, kvHeads, 
 // checked at every kernel level; without AVX-512 the AVX-512 one runs in
 // Go at every level.
 func eachFlavor(t *testing.T, test func(t *testing.T)) {
-	saved := ggml512
-	defer func() { ggml512 = saved }()
-	for _, f := range []bool{false, true} {
-		ggml512 = f
-		t.Run(map[bool]string{false: "avx2-flavour", true: "avx512-flavour"}[f], test)
-	}
-}
-
-// TestFlavour512 checks which GLINT_GGML_FLAVOR values select ggml's
-// AVX-512 arithmetic on hosts with and without AVX-512.
-func TestFlavour512(t *testing.T) {
-	cases := []struct {
-		env  string
-		host simdLevel
-		want bool
-	}{
-		{"", simdAVX2, false}, {"", simdAVX512, true}, {"", simdVBMI, true}, {"", simdOff, false},
-		{"avx2", simdAVX512, false}, {"avx512", simdAVX2, true}, {"avx512", simdOff, true},
-		{"avx512bf16", simdAVX2, true},
-	}
-	for _, c := range cases {
-		if got := flavour512(c.env, c.host); got != c.want {
-			t.Errorf("GLINT_GGML_FLAVOR=%q on a %v host: AVX-512 arithmetic %v, want %v", c.env, c.host, got, c.want)
-		}
-	}
-}
-
-// TestFlavourBF16 checks which GLINT_GGML_FLAVOR values select vdpbf16ps's
-// BF16 sums on hosts with and without AVX-512 and AVX512_BF16.
-func TestFlavourBF16(t *testing.T) {
-	cases := []struct {
-		env        string
-		host       simdLevel
-		bf16, want bool
-	}{
-		{"", simdVBMI, true, true}, {"", simdVBMI, false, false}, {"", simdAVX2, false, false},
-		{"avx512", simdVBMI, true, false}, {"avx2", simdVBMI, true, false},
-		{"avx512bf16", simdAVX2, false, true}, {"avx512bf16", simdOff, false, true},
-	}
-	for _, c := range cases {
-		if got := flavourBF16(c.env, c.host, c.bf16); got != c.want {
-			t.Errorf("GLINT_GGML_FLAVOR=%q on a %v host (AVX512_BF16 %v): vdpbf16ps arithmetic %v, want %v", c.env, c.host, c.bf16, got, c.want)
-		}
+	defer func(f numerics.Flavour) { flavour = f }(flavour)
+	for _, wide := range []bool{false, true} {
+		flavour = wideFlavour(wide)
+		t.Run(map[bool]string{false: "avx2-flavour", true: "avx512-flavour"}[wide], test)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // kind selects the loop a task runs. A switch over plain data instead of a
@@ -41,13 +42,14 @@ type task struct {
 	w         []byte
 	out       []byte // kCopyBytes, kInterleave: the destination of w
 	wt        dtype.Type
-	simd      simdLevel  // matmul kernels to use
-	x8        bool       // kMatMul: w is Q4_0 interleaved in eights (interleave.go)
-	sum       floatSum   // kMatMul with float weights: their summation order
-	act       *acts      // quantised activations (quantised weights)
-	at        dtype.Type // kQuantize: activation type
-	off       int32      // kQuantize: correction offset (actOffset)
-	n, k, m   int        // tokens, inner size (row length; kInterleave: its bytes), outer size (rows of w)
+	simd      simdLevel        // matmul kernels to use
+	flavour   numerics.Flavour // kSiLUMul: the llama.cpp build whose exp it takes
+	x8        bool             // kMatMul: w is Q4_0 interleaved in eights (interleave.go)
+	sum       floatSum         // kMatMul with float weights: their summation order
+	act       *acts            // quantised activations (quantised weights)
+	at        dtype.Type       // kQuantize: activation type
+	off       int32            // kQuantize: correction offset (actOffset)
+	n, k, m   int              // tokens, inner size (row length; kInterleave: its bytes), outer size (rows of w)
 	eps       float32
 
 	// Attention: the view's rows ([n, 4]) and cells ([cells, 3]) as in

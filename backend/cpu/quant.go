@@ -61,15 +61,15 @@ func actOffset(dt dtype.Type) int32 {
 }
 
 // grow makes room for n rows of k elements of activation type at (with
-// bits, a prompt's F16 bits too: acts.h).
-func (a *acts) grow(at dtype.Type, n, k int, bits bool) {
+// bits, a prompt's F16 bits too, and with pairs, BF16's for vdpbf16ps: acts.h).
+func (a *acts) grow(at dtype.Type, n, k int, bits, pairs bool) {
 	if at == dtype.F16 || at == dtype.BF16 {
 		if len(a.f) < n*k {
 			a.f = make([]float32, n*k)
 		}
 		// The SIMD prefill tiles for F16 read its bits, and the vdpbf16ps
 		// kernels BF16's.
-		if bits && (at == dtype.F16 && n > 1 || at == dtype.BF16 && ggmlBF16) && len(a.h) < n*k {
+		if bits && (at == dtype.F16 && n > 1 || at == dtype.BF16 && pairs) && len(a.h) < n*k {
 			a.h = make([]uint16, n*k)
 		}
 		return

@@ -74,7 +74,7 @@ func TestQuantizeActivations(t *testing.T) {
 		for _, l := range simdLevels() {
 			t.Run(fmt.Sprintf("%v/%v", wt, l), func(t *testing.T) {
 				var a acts
-				a.grow(at, n, k, l != simdOff)
+				a.grow(at, n, k, l != simdOff, flavour.BF16())
 				if l == simdOff {
 					quantizeRowsGo(at, off, &a, x, k, 0, n)
 				} else {
@@ -147,7 +147,7 @@ func TestDotQ(t *testing.T) {
 			xr := make([]float32, k)
 			dtype.RoundActivations(at, xr, x)
 			var a acts
-			a.grow(at, 1, k, false)
+			a.grow(at, 1, k, false, false)
 			quantizeRowsGo(at, actOffset(dt), &a, x, k, 0, 1)
 			var want, mag float64
 			for i := range x {
@@ -276,7 +276,7 @@ func TestRoundFloatActivations(t *testing.T) {
 		dtype.RoundActivations(at, want, x)
 		for _, l := range simdLevels() {
 			var a acts
-			a.grow(at, 1, n, false)
+			a.grow(at, 1, n, false, false)
 			if l == simdOff {
 				quantizeRowsGo(at, 0, &a, x, n, 0, 1)
 			} else {

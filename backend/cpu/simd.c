@@ -29,35 +29,10 @@
 // shuffle port, which unpacking the weights already saturates.
 static float f16tab[65536];
 
-static A2 void init_f16tab(void) {
+A2 void glint_simd_init(void) {
 	for (int i = 0; i < 65536; i++) {
 		f16tab[i] = _cvtsh_ss((uint16_t)i);
 	}
-}
-
-int glint_has_bf16(void) {
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512bf16");
-}
-
-int glint_simd_level(void) {
-	__builtin_cpu_init();
-	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-	if (!avx2) {
-		return 0;
-	}
-	init_f16tab();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-		if (!__builtin_cpu_supports("avx512vnni")) {
-			return 2;
-		}
-		// Level 4 (VBMI) runs level 3's kernels: its 512-bit Q4_0 kernels
-		// (vpermt2b) lost to the interleaved layout's (q4x8_tile_vnni). It
-		// stays a level of its own for kernels that need VBMI.
-		return __builtin_cpu_supports("avx512vbmi") ? 4 : 3;
-	}
-	return 1;
 }
 
 // ---------------------------------------------------------------- float weights

@@ -2,14 +2,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// glint_simd_level is 4 with AVX-512 VBMI as well as level 3, 3 with
-// AVX-512 VNNI as well as level 2, 2 with AVX-512 (F, BW, VL, DQ) plus
-// AVX2/FMA/F16C, 1 with AVX2/FMA/F16C alone, 0 otherwise.
-int glint_simd_level(void);
-
-// glint_has_bf16 is 1 where the CPU has AVX512_BF16 (vdpbf16ps), 0
-// otherwise.
-int glint_has_bf16(void);
+// glint_simd_init fills the kernels' tables; it is called once, on a host
+// with AVX2 (numerics.HostCPU).
+void glint_simd_init(void);
 
 // GLINT_DECODE_TOKENS is the most tokens a matmul runs as a decode (Go's
 // decodeTokens, matmul.go, which simd_cgo.go checks against it): one

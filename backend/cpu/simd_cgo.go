@@ -23,10 +23,8 @@ const (
 // The pointers passed below are to Go or mmap'd memory holding no Go
 // pointers and are not kept after the call, as the cgo rules require.
 
-// detectBF16 reports AVX512_BF16 on a host whose kernels run AVX-512.
-func detectBF16() bool { return hostSIMD >= simdAVX512 && C.glint_has_bf16() != 0 }
-
-func detectSIMD() simdLevel { return simdLevel(C.glint_simd_level()) }
+// initSIMD fills the C kernels' tables (on a host with AVX2).
+func initSIMD() { C.glint_simd_init() }
 
 // simdRows runs this thread's share of the SIMD matmul t: the kernels
 // claim the task's chunks from t.next themselves (glint_rows in simd.h), a
@@ -37,7 +35,7 @@ func simdRows(t *task) bool {
 	if t.simd == simdOff {
 		return false
 	}
-	if t.sum.paired() && (!simdBF16(t.simd) || len(t.xh) < t.n*t.k) {
+	if t.sum.Paired() && (!simdBF16(t.simd) || len(t.xh) < t.n*t.k) {
 		return false // the portable kernels emulate vdpbf16ps
 	}
 	rowBytes, _ := t.wt.RowBytes(t.k)

@@ -7,9 +7,7 @@ import "github.com/glint-llm/glint/dtype"
 // Without cgo (or off amd64) only the portable Go kernels exist; the
 // backend never selects a SIMD level, so these are never called.
 
-func detectSIMD() simdLevel { return simdOff }
-
-func detectBF16() bool { return false }
+func initSIMD() {}
 
 func simdRows(*task) bool { return false }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/backendtest"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // simdLevels are the kernel levels this machine can run, portable Go first.
@@ -22,9 +23,35 @@ func simdLevels() []simdLevel {
 	return ls
 }
 
+// testNumerics are the tests' level and flavour: the host's best, or what
+// GLINT_CPU_SIMD and GLINT_GGML_FLAVOR ask for (numerics.FromEnv).
+var testNumerics = func() numerics.Settings {
+	s, err := numerics.FromEnv().Resolve(numerics.HostCPU())
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// flavour is the arithmetic newAt's backends take: testNumerics', switched
+// by the tests that run each one.
+var flavour = testNumerics.Flavour
+
+// wideFlavour is the AVX-512 flavour (with vdpbf16ps's BF16 sums where the
+// tests' flavour has them) if wide, else the AVX2 one.
+func wideFlavour(wide bool) numerics.Flavour {
+	switch {
+	case !wide:
+		return numerics.FlavourAVX2
+	case testNumerics.Flavour.BF16():
+		return numerics.FlavourAVX512BF16
+	}
+	return numerics.FlavourAVX512
+}
+
 func newAt(threads int, l simdLevel) *Backend {
 	b := New(threads)
-	b.simd = l
+	b.simd, b.flavour = l, flavour
 	return b
 }
 
@@ -33,7 +60,7 @@ func newAt(threads int, l simdLevel) *Backend {
 // correct on a SIMD machine and AVX2 is checked where AVX-512 is the default.
 func TestConformanceSIMD(t *testing.T) {
 	for _, l := range simdLevels() {
-		if l == defaultSIMD {
+		if l == hostSIMD {
 			continue
 		}
 		t.Run(l.String(), func(t *testing.T) {
@@ -98,33 +125,6 @@ func TestMatMulSIMD(t *testing.T) {
 	}
 }
 
-func TestParseSIMD(t *testing.T) {
-	for _, c := range []struct {
-		in         string
-		host, want simdLevel
-		err        bool
-	}{
-		{"", simdAVX512, simdAVX512, false},
-		{"off", simdAVX512, simdOff, false},
-		{"go", simdAVX2, simdOff, false},
-		{"avx2", simdAVX512, simdAVX2, false},
-		{"avx512", simdAVX2, simdAVX2, false},
-		{"avx512", simdOff, simdOff, false},
-		{"avx512vnni", simdVNNI, simdVNNI, false},
-		{"vnni", simdAVX512, simdAVX512, false},
-		{"", simdVNNI, simdVNNI, false},
-		{"avx512vbmi", simdVBMI, simdVBMI, false},
-		{"vbmi", simdVNNI, simdVNNI, false},
-		{"amx", simdVBMI, simdVBMI, true},
-		{"sse", simdAVX2, simdAVX2, true},
-	} {
-		got, err := parseSIMD(c.in, c.host)
-		if got != c.want || (err != nil) != c.err {
-			t.Errorf("parseSIMD(%q, %v) = %v, %v; want %v, error %v", c.in, c.host, got, err, c.want, c.err)
-		}
-	}
-}
-
 // BenchmarkKernels times one thread's matmul kernels per level and type on
 // a 256×2048 weight that stays in L2, so MB/s is the kernel's compute
 // throughput (the ceiling on the memory bandwidth it can use), for decode
@@ -179,7 +179,7 @@ func BenchmarkKernelsDRAM(b *testing.B) {
 				b.Run(fmt.Sprintf("%v/%dx%d/n=%d/t=%d", dt, m, k, n, c.threads), func(b *testing.B) {
 					runtime.LockOSThread() // a one-thread backend runs on the caller's thread
 					defer runtime.UnlockOSThread()
-					be := newAt(c.threads, defaultSIMD)
+					be := newAt(c.threads, testNumerics.Level)
 					defer be.Close()
 					ws := weightCopies(b, be, dt, m, k, raw, copies)
 					x, dst, _ := benchActs(be, rng, n, k, m)
@@ -247,7 +247,7 @@ func BenchmarkKernelsPrefill(b *testing.B) {
 				b.Run(fmt.Sprintf("%v/%dx%d/n=%d/t=%d", dt, m, k, n, threads), func(b *testing.B) {
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
-					be := newAt(threads, defaultSIMD)
+					be := newAt(threads, testNumerics.Level)
 					defer be.Close()
 					ws := weightCopies(b, be, dt, m, k, raw, (96<<20)/len(raw)+1)
 					x, dst, xs := benchActs(be, rng, n, k, m)

@@ -38,7 +38,7 @@ func TestDevicesListPoCL(t *testing.T) {
 func TestDeviceSelector(t *testing.T) {
 	ds := requireDevice(t)
 	for _, sel := range []string{"no-such-device-xyz", "99", "-1"} {
-		_, err := New(Options{Device: sel})
+		_, err := New(Options{Device: sel, Numerics: testNumerics})
 		if err == nil {
 			t.Fatalf("New(%q) succeeded", sel)
 		}
@@ -49,7 +49,7 @@ func TestDeviceSelector(t *testing.T) {
 	}
 	// Index and a case-changed substring of the name select the device.
 	for _, sel := range []string{"0", strings.ToUpper(ds[0].Name[:4])} {
-		b, err := New(Options{Device: sel})
+		b, err := New(Options{Device: sel, Numerics: testNumerics})
 		if err != nil {
 			t.Fatalf("New(%q): %v", sel, err)
 		}
@@ -295,7 +295,7 @@ func testProfile(t *testing.T, dev *Backend) {
 // an empty vendor folder, so that no platform exists.
 func TestNoPlatform(t *testing.T) {
 	if os.Getenv("GLINT_OPENCL_NO_PLATFORM") == "1" {
-		_, err := New(Options{})
+		_, err := New(Options{Numerics: testNumerics})
 		fmt.Printf("error: %v\n", err)
 		return
 	}

@@ -12,7 +12,7 @@ import (
 // Top-level names so that -bench MatMul or -bench Ops selects a half.
 
 func benchBackend(b *testing.B) backend.Backend {
-	be, err := New(Options{})
+	be, err := New(Options{Numerics: testNumerics})
 	if err != nil {
 		b.Skipf("no OpenCL device: %v", err)
 	}
@@ -31,7 +31,7 @@ func BenchmarkFusedDecode(b *testing.B) {
 		for _, fuse := range []bool{true, false} {
 			name := fmt.Sprintf("%v/fused=%v", dt, fuse)
 			b.Run(name, func(b *testing.B) {
-				be, err := New(Options{})
+				be, err := New(Options{Numerics: testNumerics})
 				if err != nil {
 					b.Skipf("no OpenCL device: %v", err)
 				}

@@ -13,7 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	eachDevice(t, func(t *testing.T, shared *Backend) {
 		backendtest.Run(t, func(t *testing.T) backend.Backend {
-			b, err := open(deviceOf(shared), shared.v)
+			b, err := open(deviceOf(shared), shared.v, testFlavour)
 			if err != nil {
 				t.Fatal(err)
 			}

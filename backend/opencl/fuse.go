@@ -269,7 +269,7 @@ func (b *Backend) holdSiLUMul(dst, gate, up *tensor) bool {
 		return false
 	}
 	c.flags |= mvfSiLU
-	if b.lanes == 16 {
+	if b.flavour.Wide() {
 		c.flags |= mvfSiLU16
 	}
 	b.flush()

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
-	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/shared"
@@ -123,7 +122,7 @@ func newFusedStep(t testing.TB, b backend.Backend, seed uint64, dt, vt dtype.Typ
 func TestFusedDecode(t *testing.T) { eachDevice(t, testFusedDecode) }
 
 func testFusedDecode(t *testing.T, dev *Backend) {
-	c := cpu.New(2)
+	c := newCPU()
 	defer c.Close()
 	// Heads of 16, 24, 40 and 64 rows; partial, NeoX and Llama 3 ropes;
 	// f16 and f32 caches.

@@ -1,9 +1,6 @@
 package opencl
 
-import (
-	"github.com/glint-llm/glint/backend/cpu"
-	"github.com/glint-llm/glint/dtype"
-)
+import "github.com/glint-llm/glint/dtype"
 
 // The tiled GEMM (mmt_T, gemm.cl) is a GPU's prompt matmul. These must
 // match gemm.cl: the chunk of columns staged per step (block formats, float
@@ -136,7 +133,7 @@ func (b *Backend) launchMMT(wk weightKernels, wt, d *tensor, xArgs func(*kern) i
 		b.argLocal(k, a+1+i, l)
 	}
 	if !wt.dt.Quantized() {
-		b.argI32(k, a+1+s.nlocal, cpu.FloatOrder(wt.dt, n, in, out))
+		b.argI32(k, a+1+s.nlocal, int(b.flavour.FloatOrder(wt.dt, n, in, out)))
 	}
 	groups := [3]int{(out + s.bm - 1) / s.bm * s.tx, (n + s.bn - 1) / s.bn * s.ty, 1}
 	b.launch(k, 2, groups, [3]int{s.tx, s.ty, 1}, moved)

@@ -31,7 +31,7 @@ func testTiledGEMM(t *testing.T, dev *Backend) {
 				}
 				v.intDot = true
 			}
-			gpu, err := open(deviceOf(dev), v)
+			gpu, err := open(deviceOf(dev), v, testFlavour)
 			if err != nil {
 				t.Fatal(err)
 			}

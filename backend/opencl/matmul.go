@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/glint-llm/glint/backend"
-	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // mmTokens must match MM_BN in matmul.cl: tokens per mmc_T work-item.
@@ -160,16 +160,16 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		}
 		b.argLocal(k, a+1, local)
 		if wk.quant == nil {
-			b.argI32(k, a+2, cpu.FloatOrder(wt.dt, 1, in, out))
+			b.argI32(k, a+2, int(b.flavour.FloatOrder(wt.dt, 1, in, out)))
 		}
 		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
 		return
 	}
-	// Float weights sum in llama.cpp's order (cpu.FloatOrder), which keys
+	// Float weights sum in llama.cpp's order (numerics.Order), which keys
 	// and values over an f32 cache carry to the scores unrounded: mmc_T
 	// keeps tinyBLAS's float lanes, mmt_T every order.
-	order := cpu.FloatOrder(wt.dt, n, in, out)
-	if !b.mat.cpu || (!wt.dt.Quantized() && (order != fsTiny8 && order != fsTiny16 || in%16 != 0)) {
+	order := b.flavour.FloatOrder(wt.dt, n, in, out)
+	if !b.mat.cpu || (!wt.dt.Quantized() && (order != numerics.SumTiny8 && order != numerics.SumTiny16 || in%16 != 0)) {
 		b.launchMMT(wk, wt, d, xArgs, in, out, n, moved)
 		return
 	}
@@ -181,17 +181,12 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	a := b.matArgs(k, wt, d, xArgs, in, out)
 	b.argI32(k, a, n)
 	if !wt.dt.Quantized() {
-		b.argI32(k, a+1, order)
+		b.argI32(k, a+1, int(order))
 	}
 	b.launch(k, 2, [3]int{roundUp(out, group), (n + mmTokens - 1) / mmTokens, 1}, [3]int{group, 1, 1}, moved)
 }
 
-// fsTiny8 and fsTiny16 must match FS_TINY8 and FS_TINY16 in weights.cl:
-// tinyBLAS's orders in float lanes among cpu.FloatOrder's.
-const (
-	fsTiny8  = 2
-	fsTiny16 = 3
-)
+// numerics.SumTiny8 and SumTiny16 are FS_TINY8 and FS_TINY16 in weights.cl.
 
 // lanesRecord must match LREC in quant.cl: the ints mvq_T keeps per unit.
 const lanesRecord = 20

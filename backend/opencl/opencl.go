@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/glint-llm/glint/backend"
-	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 	"github.com/glint-llm/glint/kernels"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // Options selects the device and, for benchmarks, how its kernels are built
@@ -40,6 +40,12 @@ type Options struct {
 	// (see parseTune): other kernel variants and GEMM work-groups, each
 	// giving the same bits.
 	Tune string
+	// Numerics.Flavour names the llama.cpp CPU build whose arithmetic the
+	// attention, SiLU and float-weight matmuls reproduce ("": the one native
+	// to the host, as the CPU backend's default), so that OpenCL gives the
+	// CPU backend's bits; Numerics.Level (the CPU's kernels) does not
+	// apply here.
+	Numerics numerics.Options
 }
 
 // Stats counts host↔device traffic, kernel launches and the device-memory
@@ -269,10 +275,10 @@ type Backend struct {
 	// gemmItems, when positive, caps mmt_T's work-groups (Options.Tune).
 	gemmItems int
 
-	// lanes is the vector width, in floats, of the llama.cpp CPU build whose
-	// arithmetic attention and SiLU follow, as the CPU backend's do
-	// (cpu.Flavour): 16 for AVX-512, else 8.
-	lanes int
+	// flavour is the llama.cpp CPU build whose arithmetic attention, SiLU
+	// and float-weight matmuls follow, as the CPU backend's do: its vector
+	// width (Lanes) and float orders (FloatOrder).
+	flavour numerics.Flavour
 
 	// chains[:nchains] are the ops held back to be fused (fuse.go); fuse,
 	// on by default, lets ops be held (tests turn it off to compare).
@@ -350,11 +356,15 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	f, err := numerics.ParseFlavour(opts.Numerics.Flavour, numerics.HostCPU())
+	if err != nil {
+		return nil, fmt.Errorf("opencl: %w", err)
+	}
 	d, err := pick(ds, opts.Device)
 	if err != nil {
 		return nil, err
 	}
-	b, err := open(d, t.apply(nativeVariant(d.info)))
+	b, err := open(d, t.apply(nativeVariant(d.info)), f)
 	if err != nil {
 		return nil, err
 	}
@@ -363,16 +373,13 @@ func New(opts Options) (*Backend, error) {
 }
 
 // open makes a Backend on d with the program variant v and, for v.cpu, the
-// CPU launch shapes (else the GPU ones).
-func open(d device, v variant) (*Backend, error) {
+// CPU launch shapes (else the GPU ones), in flavour f's arithmetic.
+func open(d device, v variant, f numerics.Flavour) (*Backend, error) {
 	c, err := compile(d, v)
 	if err != nil {
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)
 	}
-	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, v: c.v, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, lanes: 8}
-	if cpu.Flavour() != "avx2" {
-		b.lanes = 16
-	}
+	b := &Backend{info: d.info, dev: d.dev, ctx: c.ctx, prog: c.prog, v: c.v, tensors: map[*tensor]struct{}{}, byType: map[dtype.Type]weightKernels{}, fuse: true, flavour: f}
 	if err := b.init(v.cpu); err != nil {
 		b.release()
 		return nil, fmt.Errorf("opencl: device %q: %w", d.info.Name, err)

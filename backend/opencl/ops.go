@@ -337,11 +337,11 @@ func (b *Backend) SiLUMul(dst, gate, up backend.Tensor, n int) {
 	if d == nil {
 		return
 	}
-	if cols := count / n; cols%b.lanes != 0 {
-		b.launchElems(b.siluMulRows, d, g, u, count, b.lanes, cols)
+	if cols := count / n; cols%b.flavour.Lanes() != 0 {
+		b.launchElems(b.siluMulRows, d, g, u, count, b.flavour.Lanes(), cols)
 		return
 	}
-	b.launchElems(b.siluMul, d, g, u, count, b.lanes)
+	b.launchElems(b.siluMul, d, g, u, count, b.flavour.Lanes())
 }
 
 // Add computes dst = a + b.
@@ -481,8 +481,8 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		return
 	}
 	b.checkStatus = true
-	// The AVX-512 arithmetic is for K and V caches of one type (cpu.Flavour).
-	wide := b.lanes == 16 && kt.dt == vt.dt
+	// The AVX-512 arithmetic is for K and V caches of one type (numerics.Flavour).
+	wide := b.flavour.Wide() && kt.dt == vt.dt
 	if parts := b.attnPartitions(n, kv.Hi-kv.Lo, heads); parts > 1 {
 		b.attendSplit(op, ot, qt, kt, vt, rt, ct, kv, a, parts, wide)
 		return

@@ -28,7 +28,7 @@ var (
 )
 
 func cpuBackend() *cpu.Backend {
-	cpuOnce.Do(func() { cpuB = cpu.New(2) })
+	cpuOnce.Do(func() { cpuB = newCPU() })
 	return cpuB
 }
 
@@ -228,7 +228,7 @@ func otherVariant(t *testing.T, b *Backend) *Backend {
 	t.Helper()
 	v := b.v
 	v.cpu = !v.cpu
-	b, err := open(deviceOf(b), v)
+	b, err := open(deviceOf(b), v, testFlavour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,12 +513,12 @@ func testElementwise(t *testing.T, dev *Backend) {
 		f.o.SiLUMul(dst.o, a.o, b.o, n)
 		c, o := f.read(dst, (n+1)*cols)
 		// Both compute the float operations of the llama.cpp build the CPU
-		// backend follows (cpu.Flavour): its vectorised exp, a correctly
+		// backend follows (numerics.Flavour): its vectorised exp, a correctly
 		// rounded division, the same bits. A row's last cols%lanes elements
 		// take the C library's expf on the CPU and float64's exp rounded
 		// (or OpenCL's exp) here, which may differ by an ulp (three
 		// through the division and the product).
-		vec := cols - cols%f.o.lanes
+		vec := cols - cols%f.o.flavour.Lanes()
 		for i := range n * cols {
 			if i%cols < vec && math.Float32bits(c[i]) != math.Float32bits(o[i]) {
 				t.Fatalf("silu_mul, %d columns: element %d: cpu %v, opencl %v: not the same bits", cols, i, c[i], o[i])
@@ -612,7 +612,7 @@ func testAttention(t *testing.T, dev *Backend) {
 
 // TestAttentionBits requires the CPU backend's bits of OpenCL's attention
 // (attention.cl follows the same llama.cpp build's operations, see
-// cpu.Flavour): decode and prefill, every pair of cache types, head sizes
+// numerics.Flavour): decode and prefill, every pair of cache types, head sizes
 // that take each path (vec_dot's remainder 9, 30, 36; tinyBLAS's scores
 // and V 16, 64, 80; 40, whose prefill V is tinyBLAS's but scores vec_dot's
 // on AVX2), ranges within one chunk of cells and across several, views of

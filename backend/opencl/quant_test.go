@@ -118,7 +118,7 @@ func testQuantize(t *testing.T, dev *Backend) {
 	approx.approxDiv = true
 	for _, v := range []variant{dev.v, approx} {
 		t.Run(fmt.Sprintf("approxDiv=%v", v.approxDiv), func(t *testing.T) {
-			b, err := open(d, v)
+			b, err := open(d, v, testFlavour)
 			if err != nil {
 				t.Fatal(err)
 			}

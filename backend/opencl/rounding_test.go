@@ -11,8 +11,9 @@ import (
 
 	"github.com/glint-llm/glint/backend"
 	"github.com/glint-llm/glint/backend/backendtest"
-	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/dtype"
+	"github.com/glint-llm/glint/kernels"
+	"github.com/glint-llm/glint/numerics"
 )
 
 // These tests hold the backend to llama.cpp's rounding points (issue 11)
@@ -408,7 +409,7 @@ func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 		r := rt{t, b}
 		for _, dt := range []dtype.Type{dtype.F16, dtype.BF16} {
 			at := dt.ActivationType()
-			paired := dt == dtype.BF16 && cpu.Flavour() == "avx512bf16"
+			paired := dt == dtype.BF16 && b.flavour.BF16()
 			// Identity: K = 85 has five 16-element groups, which the
 			// matrix-vector kernel rounds as vectors and which hold every
 			// special value for n = 1, and a tail it rounds one by one.
@@ -488,7 +489,7 @@ func testMatMulActivationRounding(t *testing.T, dev *Backend) {
 
 // TestFloatMatMulBits checks that a matmul with float weights sums in the
 // CPU backend's order (llama.cpp's: tinyBLAS's lanes or vec_dot's, of the
-// flavour; cpu.FloatOrder, weights.cl's fs_t) and so gives its bits, keys
+// flavour; numerics.Order, weights.cl's fs_t) and so gives its bits, keys
 // and values then reaching the scores alike over an f32 cache: prefill
 // (mmc_T on a CPU device, mmt_T on a GPU and where mmc_T has not the
 // order) on every device, decode where a work-item owns a row (a CPU
@@ -513,6 +514,19 @@ func testFloatMatMulBits(t *testing.T, dev *Backend) {
 					f.close(fmt.Sprintf("%v [%d,%d] n=%d", dt, m, k, n), c, o, nil, 0, 0)
 				}
 			}
+		}
+	}
+}
+
+// TestFloatOrderNumbers checks that weights.cl's FS_* modes are the numbers
+// numerics.Order gives the orders, which the host passes to fs_t as is.
+func TestFloatOrderNumbers(t *testing.T) {
+	for name, o := range map[string]numerics.Order{
+		"FS_VEC8": numerics.SumVec8, "FS_VEC16": numerics.SumVec16, "FS_TINY8": numerics.SumTiny8,
+		"FS_TINY16": numerics.SumTiny16, "FS_VECBF": numerics.SumVecBF16, "FS_TINYBF": numerics.SumTinyBF16,
+	} {
+		if want := fmt.Sprintf("#define %s %d\n", name, o); !strings.Contains(kernels.Source(), want) {
+			t.Errorf("weights.cl lacks %q", strings.TrimSpace(want))
 		}
 	}
 }

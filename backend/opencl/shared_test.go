@@ -6,7 +6,33 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/numerics"
 )
+
+// testNumerics is what the tests' backends, OpenCL and the CPU reference
+// alike, reproduce: the host's native build, or GLINT_GGML_FLAVOR's
+// (numerics.FromEnv).
+var testNumerics = numerics.FromEnv()
+
+// testFlavour is testNumerics' flavour, for open.
+var testFlavour = func() numerics.Flavour {
+	f, err := numerics.ParseFlavour(testNumerics.Flavour, numerics.HostCPU())
+	if err != nil {
+		panic(err)
+	}
+	return f
+}()
+
+// newCPU is the CPU backend the tests compare with, in testNumerics.
+func newCPU() *cpu.Backend {
+	c, err := cpu.NewWith(cpu.Options{Threads: 2, Numerics: testNumerics})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
 
 // TestMain lets Mesa's rusticl offer its llvmpipe device (a second CPU
 // OpenCL implementation with its own compiler) unless RUSTICL_ENABLE says
@@ -32,7 +58,7 @@ type testDevice struct {
 
 func (td *testDevice) backend(t testing.TB) *Backend {
 	t.Helper()
-	td.once.Do(func() { td.b, td.err = open(td.d, nativeVariant(td.d.info)) })
+	td.once.Do(func() { td.b, td.err = open(td.d, nativeVariant(td.d.info), testFlavour) })
 	if td.err != nil {
 		t.Fatalf("opencl: %s: %v", td.d.info.Name, td.err)
 	}
@@ -112,7 +138,7 @@ func requireDevice(t testing.TB) []DeviceInfo {
 // test whose errors must not touch b (they are sticky); t closes it.
 func another(t testing.TB, b *Backend) *Backend {
 	t.Helper()
-	o, err := open(deviceOf(b), b.v)
+	o, err := open(deviceOf(b), b.v, testFlavour)
 	if err != nil {
 		t.Fatal(err)
 	}

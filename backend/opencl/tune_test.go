@@ -66,7 +66,7 @@ func TestTiledGEMMPlanCap(t *testing.T) {
 func TestTuneSameBits(t *testing.T) {
 	for _, d := range requireDevice(t) {
 		t.Run(d.ShortName(), func(t *testing.T) {
-			b, err := New(Options{Device: d.ShortName(), Tune: "gpu,portable,gemm=64"})
+			b, err := New(Options{Device: d.ShortName(), Tune: "gpu,portable,gemm=64", Numerics: testNumerics})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func TestTuneSameBits(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Options{Tune: "bogus"}); err == nil || !strings.Contains(err.Error(), "bogus") {
+	if _, err := New(Options{Tune: "bogus", Numerics: testNumerics}); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("New with tune bogus: %v, want an error naming it", err)
 	}
 }

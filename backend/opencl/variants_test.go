@@ -25,7 +25,7 @@ func TestOtherVariants(t *testing.T) {
 		v.cpu = !v.cpu
 		cpu := v.cpu
 		backendtest.Run(t, func(t *testing.T) backend.Backend {
-			b, err := open(deviceOf(shared), v)
+			b, err := open(deviceOf(shared), v, testFlavour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestFastPaths(t *testing.T) {
 				// there the ops that use them run.
 				listed := *p.offers(&d.info)
 				*p.offers(&d.info) = true
-				b, err := open(d, v)
+				b, err := open(d, v, testFlavour)
 				switch {
 				case err != nil && listed:
 					t.Fatal(err)
@@ -204,7 +204,7 @@ func TestFastPaths(t *testing.T) {
 				}
 				b.Close()
 				backendtest.Run(t, func(t *testing.T) backend.Backend {
-					b, err := open(d, v)
+					b, err := open(d, v, testFlavour)
 					if err != nil {
 						t.Fatal(err)
 					}

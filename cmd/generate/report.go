@@ -13,6 +13,7 @@ import (
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/internal/progress"
+	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/report"
 )
 
@@ -94,6 +95,7 @@ func runReport(c *cli.Context) error {
 		Threads: c.Int("threads"), Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"),
 		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
 		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"),
+		Numerics: numerics.FromEnv(), // as loadOpts
 	}
 	for _, b := range strings.Split(c.String("backends"), ",") {
 		if b = strings.TrimSpace(b); b != "" {

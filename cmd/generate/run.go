@@ -16,6 +16,7 @@ import (
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/sample"
 )
 
@@ -87,8 +88,12 @@ func contextShiftFlags() []cli.Flag {
 	}
 }
 
+// loadOpts are the model options the flags give; the numerics (kernel level,
+// llama.cpp flavour) come from GLINT_CPU_SIMD and GLINT_GGML_FLAVOR, read
+// here and nowhere below, so that scripts compare levels and builds on one
+// machine.
 func loadOpts(c *cli.Context) glint.Options {
-	return glint.Options{
+	return glint.Options{Numerics: numerics.FromEnv(),
 		Backend: c.String("backend"), Threads: c.Int("threads"),
 		Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
 		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),

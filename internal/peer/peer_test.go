@@ -3,20 +3,19 @@ package peer_test
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/glint-llm/glint"
-	"github.com/glint-llm/glint/backend/cpu"
 	"github.com/glint-llm/glint/backend/opencl"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/cltest"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/model/synth"
+	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/sample"
 )
 
@@ -107,7 +106,8 @@ func peerBackends(t *testing.T) []peerRun {
 // near-tie (gap < 0.05).
 func forcedVsPeer(t *testing.T, dir, path, prompt string, be peerRun, ct string, steps int) (within, mean, worst float64) {
 	t.Helper()
-	m, err := glint.Open(path, glint.Options{Backend: be.backend, Device: be.device, Context: 256, CacheTypeK: ct, CacheTypeV: ct})
+	m, err := glint.Open(path, glint.Options{Backend: be.backend, Device: be.device, Context: 256, CacheTypeK: ct, CacheTypeV: ct,
+		Numerics: numerics.FromEnv()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestArchitecturesVsLlamaCpp(t *testing.T) {
 // shape, whose 256- and 512-wide rows take several of vdpbf16ps's 64-element
 // steps) to llama.cpp's logits to the bit on the CPU, over an f16 cache,
 // where glint gives the arithmetic of the build native to the host
-// (cpu.Flavour): on a host with AVX512_BF16 that build sums BF16 by
+// (numerics.Host.Flavour): on a host with AVX512_BF16 that build sums BF16 by
 // vdpbf16ps, which widening the values to float misses by up to 0.04 on a
 // 1B file. OpenCL devices are held to the bar.
 func TestBF16VsLlamaCpp(t *testing.T) {
@@ -205,7 +205,7 @@ func TestBF16VsLlamaCpp(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	if os.Getenv("GLINT_GGML_FLAVOR") != "" {
+	if numerics.FromEnv().Flavour != "" {
 		t.Skip("GLINT_GGML_FLAVOR is set: the peer is the host's native build")
 	}
 	path := filepath.Join(t.TempDir(), "small-BF16.gguf")
@@ -216,7 +216,7 @@ func TestBF16VsLlamaCpp(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			within, mean, worst := forcedVsPeer(t, dir, path, "Sam found a shiny", be, "f16", 24)
 			if be.backend == "cpu" && worst != 0 {
-				t.Errorf("%s arithmetic: logits up to %.3g from llama.cpp's, want its bits", cpu.Flavour(), worst)
+				t.Errorf("%v arithmetic: logits up to %.3g from llama.cpp's, want its bits", numerics.HostCPU().Flavour(), worst)
 			}
 			holdToBar(t, within, mean, nil, be.name)
 		})
