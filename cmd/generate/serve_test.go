@@ -55,6 +55,13 @@ func startServeEnv(t *testing.T, env []string, args ...string) *servedProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startServeExe(t, exe, env, args...)
+}
+
+// startServeExe is startServeEnv with the generate binary exe (the test
+// binary itself, which runs main() when mainEnv is set, or a built one).
+func startServeExe(t *testing.T, exe string, env []string, args ...string) *servedProcess {
+	t.Helper()
 	p := &servedProcess{exited: make(chan error, 1)}
 	p.cmd = exec.Command(exe, append([]string{"serve", "--host", "127.0.0.1", "--port", "0", "-t", "1"}, args...)...)
 	p.cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
@@ -427,6 +434,29 @@ func TestListenNetwork(t *testing.T) {
 	}
 }
 
+// plainBinary is a generate binary as users run it: the test binary
+// itself, or, when that runs under the race detector (whose shadow memory
+// would be measured too), one built without it.
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	if !raceEnabled {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exe
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("under -race this test measures a binary built without it, and there is no go command to build one")
+	}
+	exe := filepath.Join(t.TempDir(), "generate")
+	if out, err := exec.Command(gobin, "build", "-o", exe, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return exe
+}
+
 // TestServeTokenizeMemory: four 8 MB /tokenize bodies at once: the server
 // lives (each is answered 200, or 503 when the work memory is taken) and
 // its peak RSS (VmHWM) stays under 1.5 GB.
@@ -435,7 +465,7 @@ func TestServeTokenizeMemory(t *testing.T) {
 		t.Skip("-short: tokenizes 8 MB prompts")
 	}
 	path := shared.Models(t, "stories260K/stories260K.gguf")
-	p := startServe(t, "-m", path)
+	p := startServeExe(t, plainBinary(t), nil, "-m", path)
 	body := fmt.Sprintf(`{"content": %q, "with_pieces": true}`, strings.Repeat("Once upon a time, there was a girl. ", 8_000_000/36))
 	codes := make(chan int, 4)
 	for range 4 {
