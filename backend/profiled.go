@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -32,21 +33,69 @@ const (
 // OpKinds lists every kind in a stable order, for tables.
 var OpKinds = []string{OpMatMul, OpAttention, OpNorm, OpRoPE, OpEmbedding, OpSiLUMul, OpGELU, OpAdd, OpScale, OpCopy, OpArgmax, OpSoftmax, OpTransfer}
 
+// LaunchTimer is a backend that times its own launches on the device
+// (OpenCL's event profiling). A ProfiledBackend over one sets the kind of
+// each op before forwarding it instead of synchronising after it: a backend
+// that holds ops back to fuse them (backend/opencl/fuse.go) would launch
+// them one by one at each Sync, and the profile would show the costs of an
+// unfused run.
+type LaunchTimer interface {
+	// TimeLaunches charges the device time of the launches queued from now
+	// on to kind (one that fuses several ops to a name of its own, "fused:…")
+	// until the next call; "" stops.
+	TimeLaunches(kind string)
+	// LaunchTimes waits for queued work and returns, and forgets, the time
+	// and launches charged to each name.
+	LaunchTimes() map[string]LaunchTime
+}
+
+// LaunchTime is the device time of the launches charged to one name.
+type LaunchTime struct {
+	Total    time.Duration
+	Launches int64
+}
+
+// Kinds lists OpKinds and then, sorted, the other names the profiles hold
+// (fused launches'), for tables.
+func Kinds[V any](profiles ...map[string]V) []string {
+	kinds := append([]string(nil), OpKinds...)
+	var more []string
+	for _, p := range profiles {
+		for k := range p {
+			if !slices.Contains(kinds, k) && !slices.Contains(more, k) {
+				more = append(more, k)
+			}
+		}
+	}
+	slices.Sort(more)
+	return append(kinds, more...)
+}
+
 // ProfiledBackend wraps a Backend, forwards every call to it, and adds up
-// the wall time of each op by kind.
+// the time of each op by kind.
 //
 // To attribute asynchronous device work to the op that queued it, the
-// wrapper calls the inner Sync after every op. That serialises the queue:
-// what it measures is the time of each op on its own, not the overlap a
-// device could find between consecutive ops, so a profiled token is slower
-// than an unprofiled one and the timings of a report should come from runs
-// with profiling switched off (SetEnabled).
+// wrapper calls the inner Sync after every op and charges the wall time.
+// That serialises the queue: what it measures is the time of each op on its
+// own, not the overlap a device could find between consecutive ops, so a
+// profiled token is slower than an unprofiled one and the timings of a
+// report should come from runs with profiling switched off (SetEnabled).
+// Over a LaunchTimer (OpenCL) it does not synchronise: each op's kind is
+// charged the device time of the launches it queues, and a launch that
+// fuses several ops is charged to its own name ("fused:norm+matmul×3+…"),
+// its ops to nothing; Calls are then launches. The device times are
+// gathered at each transfer and Sync (transfers themselves are wall time,
+// after the queued work is done).
 //
 // Like the backends it wraps, it is not safe for concurrent use by several
-// goroutines, except Profile, Reset and SetEnabled, which may be called
-// from any goroutine.
+// goroutines, except Profile, Calls, Reset and SetEnabled, which may be
+// called from any goroutine.
 type ProfiledBackend struct {
 	inner Backend
+	// timer is inner as a LaunchTimer, if it is one; timing, whether it is
+	// charging launches (used by the backend's goroutine only).
+	timer  LaunchTimer
+	timing bool
 
 	mu      sync.Mutex
 	enabled bool
@@ -58,7 +107,8 @@ var _ Backend = (*ProfiledBackend)(nil)
 
 // Profiled returns b wrapped for profiling, enabled.
 func Profiled(b Backend) *ProfiledBackend {
-	return &ProfiledBackend{inner: b, enabled: true, total: map[string]time.Duration{}, calls: map[string]int64{}}
+	timer, _ := b.(LaunchTimer)
+	return &ProfiledBackend{inner: b, timer: timer, enabled: true, total: map[string]time.Duration{}, calls: map[string]int64{}}
 }
 
 // Unwrap returns the wrapped backend (to reach backend-specific methods such
@@ -111,6 +161,10 @@ func (p *ProfiledBackend) timed(kind string, op func()) {
 	p.mu.Lock()
 	on := p.enabled
 	p.mu.Unlock()
+	if p.timer != nil {
+		p.timedLaunches(kind, on, op)
+		return
+	}
 	if !on {
 		op()
 		return
@@ -118,10 +172,47 @@ func (p *ProfiledBackend) timed(kind string, op func()) {
 	start := time.Now()
 	op()
 	_ = p.inner.Sync()
-	d := time.Since(start)
+	p.add(kind, time.Since(start), 1)
+}
+
+// timedLaunches is timed over a LaunchTimer: the op's launches are charged
+// to kind by the inner backend, without a Sync; a transfer waits for the
+// queued work first, gathering its times, and is timed itself.
+func (p *ProfiledBackend) timedLaunches(kind string, on bool, op func()) {
+	if !on {
+		if p.timing {
+			p.gather()
+			p.timer.TimeLaunches("")
+			p.timing = false
+		}
+		op()
+		return
+	}
+	p.timing = true
+	if kind != OpTransfer {
+		p.timer.TimeLaunches(kind)
+		op()
+		return
+	}
+	p.gather()
+	start := time.Now()
+	op()
+	_ = p.inner.Sync()
+	p.add(kind, time.Since(start), 1)
+}
+
+// gather waits for the inner backend's queued work and adds up the device
+// times it charged.
+func (p *ProfiledBackend) gather() {
+	for name, t := range p.timer.LaunchTimes() {
+		p.add(name, t.Total, t.Launches)
+	}
+}
+
+func (p *ProfiledBackend) add(kind string, d time.Duration, calls int64) {
 	p.mu.Lock()
 	p.total[kind] += d
-	p.calls[kind]++
+	p.calls[kind] += calls
 	p.mu.Unlock()
 }
 
@@ -226,6 +317,14 @@ func (p *ProfiledBackend) Argmax(dst, x Tensor, n int) {
 	p.timed(OpArgmax, func() { p.inner.Argmax(dst, x, n) })
 }
 
-func (p *ProfiledBackend) Sync() error  { return p.inner.Sync() }
+// Sync also gathers the device times of a LaunchTimer.
+func (p *ProfiledBackend) Sync() error {
+	err := p.inner.Sync()
+	if p.timing {
+		p.gather()
+	}
+	return err
+}
+
 func (p *ProfiledBackend) Err() error   { return p.inner.Err() }
 func (p *ProfiledBackend) Close() error { return p.inner.Close() }

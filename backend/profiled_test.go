@@ -184,3 +184,15 @@ func TestProfiledKeepsErrors(t *testing.T) {
 		t.Errorf("Err: %v, want ErrShape", err)
 	}
 }
+
+// Kinds puts the op kinds first, in their order, then the names only some
+// profiles hold (fused launches), sorted, each once.
+func TestProfileKinds(t *testing.T) {
+	a := map[string]time.Duration{backend.OpAdd: 1, "fused:matmul+add": 2}
+	b := map[string]time.Duration{"fused:norm+matmul×2+silu_mul": 3, "fused:matmul+add": 4}
+	got := backend.Kinds(a, b)
+	want := append(slices.Clone(backend.OpKinds), "fused:matmul+add", "fused:norm+matmul×2+silu_mul")
+	if !slices.Equal(got, want) {
+		t.Errorf("Kinds: %v, want %v", got, want)
+	}
+}

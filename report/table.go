@@ -89,7 +89,7 @@ func WriteTable(w io.Writer, r *Report) error {
 // token, then per prompt) for the backends that were profiled; nothing when
 // none was.
 func WriteProfileTable(w io.Writer, r *Report) error {
-	decode := profileTable(r, "ms per generated token by op (separate profiled runs; each op synchronised, so no overlap):",
+	decode := profileTable(r, "ms per generated token by op (separate profiled runs; each op synchronised, so no overlap; OpenCL: device time per launch, fused ones by name):",
 		func(p *Profile) map[string]float64 { return p.PerTokenUs })
 	tokens := 0 // every backend runs the same prompt
 	for _, b := range r.Backends {
@@ -104,7 +104,13 @@ func WriteProfileTable(w io.Writer, r *Report) error {
 // profileTable is one per-op table of the profiled backends, from the
 // times (µs) that of picks; "" when no backend has them.
 func profileTable(r *Report, title string, of func(*Profile) map[string]float64) string {
-	kinds := append([]string(nil), backend.OpKinds...)
+	var profiles []map[string]float64
+	for _, b := range r.Backends {
+		if b.Profile != nil {
+			profiles = append(profiles, of(b.Profile))
+		}
+	}
+	kinds := backend.Kinds(profiles...)
 	var rows []string
 	for _, b := range r.Backends {
 		if b.Profile == nil || len(of(b.Profile)) == 0 {

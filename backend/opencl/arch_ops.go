@@ -30,7 +30,7 @@ func (b *Backend) uploadGELUTable() error {
 // scaled by w and shifted by bias when it is not nil.
 func (b *Backend) LayerNorm(dst, x, w, bias backend.Tensor, n int, eps float32) {
 	const op = "LayerNorm"
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -155,7 +155,7 @@ func (b *Backend) Scale(dst, x backend.Tensor, n int, s float32) {
 // SoftCap computes x = c·tanh(x/c) in place.
 func (b *Backend) SoftCap(x backend.Tensor, n int, c float32) {
 	const op = "SoftCap"
-	if b.begin(op) && (!(c > 0) || math.IsInf(float64(c), 0)) {
+	if b.enter(op) && (!(c > 0) || math.IsInf(float64(c), 0)) {
 		b.shape(op, "cap %g is not a positive finite number", c)
 		return
 	}
@@ -178,7 +178,7 @@ func (b *Backend) SoftCap(x backend.Tensor, n int, c float32) {
 // and returns them with the element count, or d nil when there is nothing
 // to launch (an error, recorded, or no elements).
 func (b *Backend) sameRows(op string, n int, dst, a, c backend.Tensor) (d, at, ct *tensor, count int) {
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return nil, nil, nil, 0
 	}
 	return b.rowsOf(op, n, dst, a, c)

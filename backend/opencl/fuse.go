@@ -1,33 +1,127 @@
 package opencl
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/glint-llm/glint/backend"
+	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/dtype"
 )
 
 // The backend fuses what it is given: a decode step's ops arrive one at a
 // time, and a chain of them that one kernel (mvf_T, fused.cl) computes is
-// held back rather than launched —
-//
-//	RMSNorm(d, x, g)
-//	MatMul(o1, d, W1) [MatMul(o2, d, W2) [MatMul(o3, d, W3)]]
-//	RoPE(oi) and CopySlice(cache, off, oi) of those outputs, or
-//	SiLUMul(o1, o1, o2), or Add(r, r, o1)
-//
-// for one token (n = 1): an RMSNorm, then up to three matmuls of one weight
-// type that read its output (or, without the norm, the same activations),
-// then RoPE of their outputs and their appends to the KV cache (Q, K, V),
-// or the SiLU·mul of the first two (gate and up), or the residual Add of a
-// single matmul's output (Wo, down). A matmul of another type that reads
-// the same activations (a Q4_K_M layer's Q6_K V) starts a second chain held
-// beside the first. Held chains launch, in order, as soon as an op cannot
-// join them, and before anything else happens: any other op, a transfer,
-// Sync, Err, Stats, Free or Close. Every tensor the ops write ends as they
-// would leave it one by one (the norm's output, each matmul's, the cache
-// rows, the residual), bit for bit: the kernel computes the same functions
-// in the same order. So the model code stays op by op, and a Llama layer's
-// decode step takes five launches: RMSNorm+Q+K+V+RoPE+append, attention,
-// Wo+Add, RMSNorm+gate+up+SiLU·mul and down+Add.
+// held back rather than launched. What may follow what in a chain is
+// declared once, in fusions, and each op that may be held offers itself to
+// the held chains through join (or starts one): an RMSNorm, then up to
+// three matmuls of one weight type that read its output (or, without the
+// norm, the same activations), then RoPE of their outputs and their appends
+// to the KV cache (Q, K, V), or the SiLU·mul of the first two (gate and up),
+// or the residual Add of a single matmul's output (Wo, down). A matmul of
+// another type that reads the same activations (a Q4_K_M layer's Q6_K V)
+// starts a second chain held beside the first. Held chains launch, in
+// order, as soon as a chain fills its fusion, or before anything else is
+// queued (launch, the transfers, Sync, Err, Stats, Free, Close all flush
+// first). Every tensor the ops write ends as they would leave it one by one
+// (the norm's output, each matmul's, the cache rows, the residual), bit for
+// bit: the kernel computes the same functions in the same order. So the
+// model code stays op by op, and a Llama layer's decode step takes five
+// launches: RMSNorm+Q+K+V+RoPE+append, attention, Wo+Add,
+// RMSNorm+gate+up+SiLU·mul and down+Add.
+
+// stepKind is an op as a held chain records it.
+type stepKind uint8
+
+const (
+	stepNorm    stepKind = iota + 1 // RMSNorm of one row
+	stepMatMul                      // MatMulTransposed of one row
+	stepRoPE                        // RoPE of a held matmul's output
+	stepStore                       // CopySlice of a held matmul's whole output: the KV-cache append
+	stepSiLUMul                     // SiLUMul of the two held matmuls' outputs
+	stepAdd                         // Add of the held matmul's output to the residual
+	stepKinds
+)
+
+// stepNames name the steps in a fused launch's profile name (fusedName).
+var stepNames = [stepKinds]string{stepNorm: "norm", stepMatMul: "matmul", stepRoPE: "rope", stepStore: "copy",
+	stepSiLUMul: "silu_mul", stepAdd: "add"}
+
+// stepSet is a set of step kinds.
+type stepSet uint8
+
+func kinds(ks ...stepKind) stepSet {
+	var s stepSet
+	for _, k := range ks {
+		s |= 1 << k
+	}
+	return s
+}
+
+func (s stepSet) has(k stepKind) bool { return s&(1<<k) != 0 }
+
+// stage is a run of min to max steps of the kinds it takes, in any order.
+type stage struct {
+	kinds    stepSet
+	min, max int
+}
+
+// fusions declares the chains mvf_T computes as one launch, each a sequence
+// of stages; a stage takes no kind its neighbours take (TestFusions). The
+// steps a chain holds are always a prefix of one; a chain that fills every
+// fusion it is a prefix of launches at once, any other when an op cannot
+// join it. A new fusion is a line here, the kernel flag of what it computes
+// (fused.cl) and, for a new kind of step, the check of its operands in the
+// op that offers it (hold*, below).
+var fusions = [...][]stage{
+	// RMSNorm; Q, K, V; RoPE of Q and K and the appends of K and V to the
+	// KV cache.
+	{{kinds(stepNorm), 0, 1}, {kinds(stepMatMul), 1, 3}, {kinds(stepRoPE, stepStore), 0, 6}},
+	// RMSNorm; gate, up; SiLU·mul.
+	{{kinds(stepNorm), 0, 1}, {kinds(stepMatMul), 2, 2}, {kinds(stepSiLUMul), 1, 1}},
+	// Wo or down; the residual Add.
+	{{kinds(stepNorm), 0, 1}, {kinds(stepMatMul), 1, 1}, {kinds(stepAdd), 1, 1}},
+}
+
+// maxSteps is the most steps a fusion takes (TestFusions).
+const maxSteps = 10
+
+// match reports whether the kinds ks are a prefix of fusion f, and whether
+// they fill it: nothing may follow them.
+func match(f []stage, ks []stepKind) (prefix, full bool) {
+	i := 0
+	for si, s := range f {
+		n := 0
+		for i < len(ks) && n < s.max && s.kinds.has(ks[i]) {
+			i++
+			n++
+		}
+		if i == len(ks) {
+			return true, si == len(f)-1 && n == s.max
+		}
+		if n < s.min {
+			return false, false
+		}
+	}
+	return false, false
+}
+
+// follows reports whether a step of kind k may follow the steps ks in a
+// fusion, and whether it then fills every fusion it is a prefix of.
+func follows(ks []stepKind, k stepKind) (ok, full bool) {
+	if len(ks) >= maxSteps {
+		return false, false
+	}
+	var buf [maxSteps]stepKind
+	n := copy(buf[:], ks)
+	buf[n] = k
+	full = true
+	for _, f := range fusions {
+		if p, fl := match(f, buf[:n+1]); p {
+			ok, full = true, full && fl
+		}
+	}
+	return ok, ok && full
+}
 
 // The kernel's flags (fused.cl).
 const (
@@ -54,6 +148,9 @@ type chainMat struct {
 
 // chain is one held mvf_T launch.
 type chain struct {
+	// steps[:nsteps] are the ops held, a prefix of a fusion.
+	steps  [maxSteps]stepKind
+	nsteps int
 	// in is the activation row the kernel reads: the norm's input, or the
 	// matmuls' x where there is no norm.
 	in *tensor
@@ -73,6 +170,9 @@ type chain struct {
 	hd, dims int
 }
 
+// kinds is what c holds.
+func (c *chain) kinds() []stepKind { return c.steps[:c.nsteps] }
+
 // matIn is what the held matmuls read: the norm's output or in.
 func (c *chain) matIn() *tensor {
 	if c.norm {
@@ -81,17 +181,14 @@ func (c *chain) matIn() *tensor {
 	return c.in
 }
 
-// open reports whether RoPE or appends may still join c.
-func (c *chain) open() bool { return c.flags&(mvfAdd|mvfSiLU) == 0 }
-
-// plain reports whether matmuls may still join c: nothing but matmuls yet.
+// plain reports whether c holds nothing but a norm and matmuls.
 func (c *chain) plain() bool {
-	for _, m := range c.mats[:c.nmat] {
-		if m.mf != 0 {
+	for _, k := range c.kinds() {
+		if k != stepNorm && k != stepMatMul {
 			return false
 		}
 	}
-	return c.open() && c.flags&mvfRoPE == 0
+	return true
 }
 
 // reads reports whether c's prologue reads t, so that no group of it may
@@ -111,6 +208,16 @@ func (c *chain) writes(t *tensor) bool {
 	return false
 }
 
+// matOf is the index of the held matmul whose output is t, or -1.
+func (c *chain) matOf(t *tensor) int {
+	for m := range c.mats[:c.nmat] {
+		if c.mats[m].dst == t {
+			return m
+		}
+	}
+	return -1
+}
+
 // held lists the chains held: one, or two that read the same activations.
 func (b *Backend) held() []chain { return b.chains[:b.nchains] }
 
@@ -124,21 +231,51 @@ func (b *Backend) touches(t *tensor) bool {
 	return false
 }
 
-// hold starts a new chain after launching what is held.
-func (b *Backend) hold(c chain) {
+// join offers an op of kind k to the held chains in order: the first that
+// may take it next (fusions) and whose operands it fits (fits, which then
+// records the op in the chain) takes it, and launches at once if the op
+// fills its fusion. It reports whether a chain took the op; if none did,
+// what is held stays held until the op's own launch flushes it.
+func (b *Backend) join(k stepKind, fits func(c *chain) bool) bool {
+	if !b.fuse {
+		return false
+	}
+	for i := range b.held() {
+		c := &b.chains[i]
+		ok, full := follows(c.kinds(), k)
+		if !ok || !fits(c) {
+			continue
+		}
+		c.steps[c.nsteps] = k
+		c.nsteps++
+		if full {
+			b.flush()
+		}
+		return true
+	}
+	return false
+}
+
+// start launches what is held and holds c, which is one op of kind k, in
+// its place; beside, it holds c after the one chain held instead.
+func (b *Backend) start(k stepKind, c chain, beside bool) bool {
+	if ok, _ := follows(nil, k); !ok || !b.fuse {
+		return false
+	}
+	c.steps[0], c.nsteps = k, 1
+	if beside {
+		b.chains[1], b.nchains = c, 2
+		return true
+	}
 	b.flush()
 	b.chains[0], b.nchains = c, 1
+	return true
 }
 
 // holdNorm holds RMSNorm(d, x, g) of one row. An in-place norm is not
 // held: group 0 would write the row the others read.
 func (b *Backend) holdNorm(d, x, g *tensor, eps float32) bool {
-	if !b.fuse || d == x {
-		b.flush()
-		return false
-	}
-	b.hold(chain{in: x, norm: true, nd: d, g: g, eps: eps})
-	return true
+	return d != x && b.start(stepNorm, chain{in: x, norm: true, nd: d, g: g, eps: eps}, false)
 }
 
 // holdMatMul holds dst = x·wᵀ of one row, joining a held chain where it can
@@ -146,30 +283,29 @@ func (b *Backend) holdNorm(d, x, g *tensor, eps float32) bool {
 func (b *Backend) holdMatMul(dst, x, w *tensor) bool {
 	K := backend.Cols(w)
 	if !b.fuse || !b.mvfFits(w.dt, K) {
-		b.flush()
 		return false
 	}
+	m := chainMat{dst: dst, w: w}
 	if !b.touches(dst) {
-		for i := range b.held() {
-			c := &b.chains[i]
-			if c.plain() && c.nmat < len(c.mats) && x == c.matIn() &&
-				(c.nmat == 0 || (w.dt == c.weight && K == backend.Cols(c.mats[0].w) && sameKind(w, c.mats[0].w))) {
-				c.weight = w.dt
-				c.mats[c.nmat] = chainMat{dst: dst, w: w}
-				c.nmat++
-				return true
+		if b.join(stepMatMul, func(c *chain) bool {
+			if x != c.matIn() || (c.nmat > 0 && (w.dt != c.weight || K != backend.Cols(c.mats[0].w) || !sameKind(w, c.mats[0].w))) {
+				return false
 			}
+			c.weight = w.dt
+			c.mats[c.nmat] = m
+			c.nmat++
+			return true
+		}) {
+			return true
 		}
 		// Another type on the same activations: a second chain beside the
 		// first, which it follows in the queue (so it may read the first's
 		// norm output as written).
-		if b.nchains == 1 && b.chains[0].nmat > 0 && b.chains[0].plain() && x == b.chains[0].matIn() {
-			b.chains[1], b.nchains = chain{in: x, weight: w.dt, nmat: 1, mats: [3]chainMat{{dst: dst, w: w}}}, 2
-			return true
+		if c := &b.chains[0]; b.nchains == 1 && c.nmat > 0 && c.plain() && x == c.matIn() {
+			return b.start(stepMatMul, chain{in: x, weight: w.dt, nmat: 1, mats: [3]chainMat{m}}, true)
 		}
 	}
-	b.hold(chain{in: x, weight: w.dt, nmat: 1, mats: [3]chainMat{{dst: dst, w: w}}})
-	return true
+	return b.start(stepMatMul, chain{in: x, weight: w.dt, nmat: 1, mats: [3]chainMat{m}}, false)
 }
 
 // sameKind reports whether matrices v and w sum their rows alike: Q4_0's
@@ -179,33 +315,25 @@ func sameKind(v, w *tensor) bool {
 	return v.dt != dtype.Q4_0 || (backend.Rows(v)%8 == 0) == (backend.Rows(w)%8 == 0)
 }
 
-// heldMat finds the held matmul whose output is t.
-func (b *Backend) heldMat(t *tensor) (*chain, int) {
-	for i := range b.held() {
-		c := &b.chains[i]
-		for m := range c.mats[:c.nmat] {
-			if c.mats[m].dst == t {
-				return c, m
-			}
-		}
-	}
-	return nil, 0
-}
-
 // holdRoPE adds RoPE of one row of x to the held matmul whose output x is,
 // and reports whether it did. Its heads must not straddle a work-group:
 // the matrices before it must be whole heads, and all RoPEs of a chain
 // share their position and rope.
 func (b *Backend) holdRoPE(x *tensor, heads, hd int, pos *tensor, r backend.Rope, tab *ropeTable) bool {
-	c, m := b.heldMat(x)
-	ok := c != nil && c.open() && c.mats[m].mf == 0 && backend.Rows(c.mats[m].w) == heads*hd
-	for i := 0; ok && i < m; i++ {
-		ok = backend.Rows(c.mats[i].w)%hd == 0
-	}
-	if ok && c.flags&mvfRoPE != 0 {
-		ok = c.pos == pos && c.rope == tab && c.hd == hd && c.dims == r.Dims && (c.flags&mvfNeoX != 0) == r.NeoX
-	}
-	if ok {
+	return b.join(stepRoPE, func(c *chain) bool {
+		m := c.matOf(x)
+		if m < 0 || c.mats[m].mf != 0 || backend.Rows(c.mats[m].w) != heads*hd {
+			return false
+		}
+		for i := range m {
+			if backend.Rows(c.mats[i].w)%hd != 0 {
+				return false
+			}
+		}
+		if c.flags&mvfRoPE != 0 &&
+			(c.pos != pos || c.rope != tab || c.hd != hd || c.dims != r.Dims || (c.flags&mvfNeoX != 0) != r.NeoX) {
+			return false
+		}
 		// The group's heads must fit its local memory too.
 		cc := *c
 		cc.flags |= mvfRoPE
@@ -214,69 +342,76 @@ func (b *Backend) holdRoPE(x *tensor, heads, hd int, pos *tensor, r backend.Rope
 		}
 		cc.pos, cc.rope, cc.hd, cc.dims = pos, tab, hd, r.Dims
 		cc.mats[m].mf |= mfRoPE
-		if _, _, _, _, _, fits := b.mvfLaunch(&cc); fits {
-			*c = cc
-			return true
+		if _, _, _, _, _, fits := b.mvfLaunch(&cc); !fits {
+			return false
 		}
-	}
-	b.flush()
-	return false
+		*c = cc
+		return true
+	})
 }
 
 // holdStore adds CopySlice(dst, off, src, 0, rows) of a held matmul's whole
 // output src (the KV-cache append) to it, and reports whether it did.
 func (b *Backend) holdStore(dst *tensor, off int, src *tensor, srcOff, count int) bool {
-	c, m := b.heldMat(src)
-	if c == nil || !c.open() || c.mats[m].mf&mfStore != 0 || srcOff != 0 || count != backend.Rows(c.mats[m].w) ||
-		src.dt != dtype.F32 || (dst.dt != dtype.F32 && dst.dt != dtype.F16) || b.touches(dst) {
-		b.flush()
+	if srcOff != 0 || src.dt != dtype.F32 || (dst.dt != dtype.F32 && dst.dt != dtype.F16) || b.touches(dst) {
 		return false
 	}
-	c.mats[m].mf |= mfStore
-	if dst.dt == dtype.F16 {
-		c.mats[m].mf |= mfF16
-	}
-	c.mats[m].cache, c.mats[m].coff = dst, off
-	return true
+	return b.join(stepStore, func(c *chain) bool {
+		m := c.matOf(src)
+		if m < 0 || c.mats[m].mf&mfStore != 0 || count != backend.Rows(c.mats[m].w) {
+			return false
+		}
+		c.mats[m].mf |= mfStore
+		if dst.dt == dtype.F16 {
+			c.mats[m].mf |= mfF16
+		}
+		c.mats[m].cache, c.mats[m].coff = dst, off
+		return true
+	})
 }
 
 // holdAdd ends the one held chain with r = r + o where o is its single
-// matmul's output (either operand order: float addition commutes) and
-// launches it; it reports whether it did.
+// matmul's output (either operand order: float addition commutes), and
+// reports whether it did.
 func (b *Backend) holdAdd(r, a, o *tensor) bool {
-	c := &b.chains[0]
 	if a != r {
 		a, o = o, a
 	}
-	if b.nchains != 1 || c.nmat != 1 || !c.open() || c.mats[0].mf != 0 || a != r || o != c.mats[0].dst || b.touches(r) {
-		b.flush()
+	if a != r || b.nchains != 1 || b.touches(r) {
 		return false
 	}
-	c.flags |= mvfAdd
-	c.res = r
-	b.flush()
-	return true
+	return b.join(stepAdd, func(c *chain) bool {
+		if o != c.mats[0].dst {
+			return false
+		}
+		c.flags |= mvfAdd
+		c.res = r
+		return true
+	})
 }
 
 // holdSiLUMul ends the one held chain with gate = silu(gate)·up where gate
-// and up are its two matmuls' outputs, in that order, and launches it; it
-// reports whether it did.
+// and up are its two matmuls' outputs, in that order, and reports whether
+// it did.
 func (b *Backend) holdSiLUMul(dst, gate, up *tensor) bool {
-	c := &b.chains[0]
-	if b.nchains != 1 || c.nmat != 2 || !c.open() || c.mats[0].mf|c.mats[1].mf != 0 || gate != c.mats[0].dst ||
-		up != c.mats[1].dst || dst != gate || backend.Rows(c.mats[0].w) != backend.Rows(c.mats[1].w) {
-		b.flush()
+	if dst != gate || b.nchains != 1 {
 		return false
 	}
-	c.flags |= mvfSiLU
-	if b.flavour.Wide() {
-		c.flags |= mvfSiLU16
-	}
-	b.flush()
-	return true
+	return b.join(stepSiLUMul, func(c *chain) bool {
+		if gate != c.mats[0].dst || up != c.mats[1].dst || backend.Rows(c.mats[0].w) != backend.Rows(c.mats[1].w) {
+			return false
+		}
+		c.flags |= mvfSiLU
+		if b.flavour.Wide() {
+			c.flags |= mvfSiLU16
+		}
+		return true
+	})
 }
 
-// flush launches what the backend holds, in order.
+// flush launches what the backend holds, in order: a chain with matmuls as
+// mvf_T, a lone norm as itself. While launches are timed, each is charged
+// to its chain's name (fusedName).
 func (b *Backend) flush() {
 	if b.nchains == 0 {
 		return
@@ -284,17 +419,52 @@ func (b *Backend) flush() {
 	cs := b.chains
 	n := b.nchains
 	b.nchains = 0
+	charge := b.charge
 	for i := range n {
 		c := &cs[i]
 		if c.nmat == 0 {
+			if charge != "" {
+				b.charge = backend.OpNorm
+			}
 			b.launchRMSNorm(c.nd, c.in, c.g, 1, c.eps)
 			continue
 		}
 		if c.norm {
 			c.flags |= mvfNorm
 		}
+		if charge != "" {
+			b.charge = b.fusedName(c)
+		}
 		b.launchMVF(c)
 	}
+	b.charge = charge
+}
+
+// fusedName is the profile name of c's launch: "fused:" and the ops it
+// holds by kind, as "fused:norm+matmul×3+rope×2+copy×2".
+func (b *Backend) fusedName(c *chain) string {
+	var count [stepKinds]uint8
+	for _, k := range c.kinds() {
+		count[k]++
+	}
+	if s, ok := b.fusedNames[count]; ok {
+		return s
+	}
+	var parts []string
+	for k, n := range count {
+		switch {
+		case n == 1:
+			parts = append(parts, stepNames[k])
+		case n > 1:
+			parts = append(parts, stepNames[k]+"×"+strconv.Itoa(int(n)))
+		}
+	}
+	s := "fused:" + strings.Join(parts, "+")
+	if b.fusedNames == nil {
+		b.fusedNames = map[[stepKinds]uint8]string{}
+	}
+	b.fusedNames[count] = s
+	return s
 }
 
 // mvfShape is how mvf_T runs K-column rows of type dt on this device: its
@@ -360,67 +530,72 @@ func gcd(a, b int) int {
 	return a
 }
 
-// launchMVF queues mvf_T for a chain (see fused.cl for the arguments).
+// mvfArgs are mvf_T's arguments, the fields in the order of its parameters
+// (fused.cl), which TestKernelArgs holds them to by name and type.
+type mvfArgs struct {
+	X, G, Xn cl.Mem
+	Eps      float32
+	// Mats are the three matrices' w0, rb0, d0, M0, mf0, c0, co0, …
+	Mats           [3]mvfMat
+	K, S, J, Flags int32
+	Res, Pos       cl.Mem
+	Lo             int32
+	Cs             cl.Mem
+	Hd, Dims       int32
+	Xq, Xd, Li, Ys localBytes
+}
+
+// mvfMat is one matrix's arguments to mvf_T: its weights W of rows of Rb
+// bytes, output D of M rows, how they leave (Mf: mfRoPE, mfStore, mfF16),
+// and the cache C they are stored to at element Co.
+type mvfMat struct {
+	W     cl.Mem
+	Rb    uint64
+	D     cl.Mem
+	M, Mf int32
+	C     cl.Mem
+	Co    uint64
+}
+
+// launchMVF queues mvf_T for a chain.
 func (b *Backend) launchMVF(c *chain) {
 	k, group, lanes, J, groups, _ := b.mvfLaunch(c)
 	if k == nil {
 		return
 	}
 	K := backend.Cols(c.mats[0].w)
-	b.argMem(k, 0, c.in.mem)
-	g, xn := c.in.mem, c.in.mem
+	a := &b.mvfArgs
+	*a = mvfArgs{X: c.in.mem, G: c.in.mem, Xn: c.in.mem, Eps: c.eps, Res: c.in.mem, Pos: c.in.mem, Cs: c.in.mem}
 	if c.norm {
-		g, xn = c.g.mem, c.nd.mem
+		a.G, a.Xn = c.g.mem, c.nd.mem
 	}
-	b.argMem(k, 1, g)
-	b.argMem(k, 2, xn)
-	b.argF32(k, 3, c.eps)
-	for i := range c.mats {
+	for i := range a.Mats {
 		m := c.mats[min(i, c.nmat-1)] // unused slots repeat the last, with no rows
-		M, mf, cache := backend.Rows(m.w), m.mf, m.dst
-		if i >= c.nmat {
-			M, mf = 0, 0
+		am := &a.Mats[i]
+		*am = mvfMat{W: m.w.mem, Rb: uint64(m.w.bytes / max(backend.Rows(m.w), 1)), D: m.dst.mem, C: m.dst.mem, Co: uint64(m.coff)}
+		if i < c.nmat {
+			am.M, am.Mf = int32(backend.Rows(m.w)), m.mf
 		}
-		if mf&mfStore != 0 {
-			cache = m.cache
+		if am.Mf&mfStore != 0 {
+			am.C = m.cache.mem
 		}
-		a := 4 + 7*i
-		b.argMem(k, a, m.w.mem)
-		b.argU64(k, a+1, m.w.bytes/max(backend.Rows(m.w), 1))
-		b.argMem(k, a+2, m.dst.mem)
-		b.argI32(k, a+3, M)
-		b.argI32(k, a+4, int(mf))
-		b.argMem(k, a+5, cache.mem)
-		b.argU64(k, a+6, m.coff)
 	}
-	res, pos, cs, lo := c.in.mem, c.in.mem, c.in.mem, int32(0)
 	if c.res != nil {
-		res = c.res.mem
+		a.Res = c.res.mem
 	}
 	if c.pos != nil {
-		pos, cs, lo = c.pos.mem, c.rope.mem, c.rope.lo
+		a.Pos, a.Cs, a.Lo = c.pos.mem, c.rope.mem, c.rope.lo
 	}
 	at := c.weight.ActivationType()
 	xd := 4 * actFloats(at) * (K / at.BlockSize())
 	_, _, _, local := b.mvfShape(c.weight, K)
-	b.argI32(k, 25, K)
-	b.argI32(k, 26, lanes)
-	b.argI32(k, 27, J)
-	b.argI32(k, 28, int(c.flags))
-	b.argMem(k, 29, res)
-	b.argMem(k, 30, pos)
-	b.argI32(k, 31, int(lo))
-	b.argMem(k, 32, cs)
-	b.argI32(k, 33, max(c.hd, 1))
-	b.argI32(k, 34, c.dims)
-	b.argLocal(k, 35, roundUp(K, 4))
-	b.argLocal(k, 36, xd)
-	b.argLocal(k, 37, local-roundUp(K, 4)-xd)
-	ys := 4
+	a.K, a.S, a.J, a.Flags = int32(K), int32(lanes), int32(J), c.flags
+	a.Hd, a.Dims = int32(max(c.hd, 1)), int32(c.dims)
+	a.Xq, a.Xd, a.Li, a.Ys = localBytes(roundUp(K, 4)), localBytes(xd), localBytes(local-roundUp(K, 4)-xd), 4
 	if c.flags&mvfRoPE != 0 {
-		ys = 4 * J * group / lanes
+		a.Ys = localBytes(4 * J * group / lanes)
 	}
-	b.argLocal(k, 38, ys)
+	b.setArgs(k, a)
 	b.launch(k, 1, [3]int{groups * group, 1, 1}, [3]int{group, 1, 1}, c.moved())
 }
 

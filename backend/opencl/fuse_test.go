@@ -2,6 +2,7 @@ package opencl
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -369,4 +370,68 @@ func TestFusedModel(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestFusedProfile profiles a layer's decode step through
+// backend.Profiled: the wrapper must leave the fusing as it is (the fused
+// launch count, the bits of an unprofiled run) and charge each launch to
+// what it runs, a fused one to its own name.
+func TestFusedProfile(t *testing.T) { eachDevice(t, testFusedProfile) }
+
+func testFusedProfile(t *testing.T, dev *Backend) {
+	plain := another(t, dev)
+	timed := another(t, dev)
+	p := backend.Profiled(timed)
+	rope := backend.Rope{Dims: 64, Theta: 10000}
+	ref := newFusedStep(t, plain, 5, dtype.Q4_K, dtype.Q4_K, 256, 256, 128, 512, 64, dtype.F16, rope)
+	s := newFusedStep(t, p, 5, dtype.Q4_K, dtype.Q4_K, 256, 256, 128, 512, 64, dtype.F16, rope)
+	ref.run(plain)
+	p.Reset()
+	before := timed.Stats().Launches
+	s.run(p)
+	if l := timed.Stats().Launches - before; l != 4 {
+		t.Errorf("profiled step: %d launches, want the fused 4", l)
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{
+		"fused:norm+matmul×3+rope×2+copy×2": 1,
+		"fused:matmul+add":                  2,
+		"fused:norm+matmul×2+silu_mul":      1,
+	}
+	calls, prof := p.Calls(), p.Profile()
+	if !maps.Equal(calls, want) {
+		t.Errorf("launches charged %v, want %v", calls, want)
+	}
+	for name := range want {
+		if prof[name] <= 0 {
+			t.Errorf("%s: device time %v", name, prof[name])
+		}
+	}
+	for name, x := range ref.outputs() {
+		got, want := readAll(t, timed, s.outputs()[name]), readAll(t, plain, x)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s[%d]: profiled %v, not profiled %v", name, i, got[i], want[i])
+			}
+		}
+	}
+	// A transfer is timed on its own, after the queued work; disabled, the
+	// wrapper charges nothing more.
+	p.Reset()
+	p.MatMulTransposed(s.o, s.gate, s.wd, 1)
+	readAll(t, p, s.o)
+	if c := p.Calls(); c[backend.OpTransfer] != 1 || c["fused:matmul"] != 1 || len(c) != 2 {
+		t.Errorf("a held matmul and a read: charged %v", c)
+	}
+	p.Reset()
+	p.SetEnabled(false)
+	s.run(p)
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Calls(); len(c) != 0 {
+		t.Errorf("disabled wrapper charged %v", c)
+	}
 }

@@ -73,7 +73,7 @@ func mvUnit(dt dtype.Type) int {
 // MatMulTransposed computes dst = x·wᵀ for the first n rows of x.
 func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	const op = "MatMulTransposed"
-	if !b.beginHeld(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -103,7 +103,6 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	if n == 1 && b.holdMatMul(d, xt, wt) {
 		return
 	}
-	b.flush()
 	// Block formats read activations rounded as dtype.RoundActivations
 	// defines, from b.act (quant.cl); their kernels take the quants and
 	// the scales where the float kernels take x, one argument further on.

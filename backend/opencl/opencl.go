@@ -285,6 +285,9 @@ type Backend struct {
 	chains  [2]chain
 	nchains int
 	fuse    bool
+	// mvfArgs is the arguments of the mvf_T launch being set (kept here so
+	// that setArgs does not allocate).
+	mvfArgs mvfArgs
 
 	// attnScratch holds flash-decoding partials (see attendSplit), grown
 	// on demand; attnParts, when positive, forces the partition count
@@ -311,14 +314,20 @@ type Backend struct {
 	err     error
 	closed  bool
 
-	profiling bool
-	pending   []pendingEvent
-	profile   map[string]*KernelTime
+	// profiling times every launch by kernel (SetProfiling); charge, when
+	// not "", times them for a backend.ProfiledBackend, charged to it or to
+	// a fused launch's name (TimeLaunches).
+	profiling  bool
+	charge     string
+	pending    []pendingEvent
+	profile    map[string]*KernelTime
+	charged    map[string]backend.LaunchTime
+	fusedNames map[[stepKinds]uint8]string
 }
 
 type pendingEvent struct {
-	name string
-	ev   cl.Event
+	name, charge string
+	ev           cl.Event
 }
 
 // groupSize is the work-group size of every launch: a power of two (the
@@ -478,8 +487,27 @@ func (b *Backend) SetProfiling(on bool) {
 	b.profiling = on
 }
 
-// Profile returns the accumulated device time per kernel, largest first,
-// after waiting for queued work.
+// TimeLaunches charges the device time of the launches queued from now on
+// to kind, and a fused launch's to its own name ("fused:norm+matmul×3+
+// rope×2+copy×2", the ops it runs), until the next call; "" stops. Nothing
+// held is launched for it, so that a backend.ProfiledBackend, which sets
+// the kind of each op it forwards, leaves the fusing as it is
+// (backend.LaunchTimer).
+func (b *Backend) TimeLaunches(kind string) { b.charge = kind }
+
+// LaunchTimes waits for queued work and returns, and forgets, the device
+// time and launches charged to each name (TimeLaunches).
+func (b *Backend) LaunchTimes() map[string]backend.LaunchTime {
+	b.flush()
+	b.collect()
+	out := b.charged
+	b.charged = nil
+	return out
+}
+
+// Profile returns the accumulated device time per kernel of every timed
+// launch (SetProfiling, TimeLaunches), largest first, after waiting for
+// queued work.
 func (b *Backend) Profile() []KernelTime {
 	b.flush()
 	b.collect()
@@ -521,6 +549,15 @@ func (b *Backend) collect() {
 		}
 		kt.Calls++
 		kt.Total += time.Duration(end - start)
+		if p.charge != "" {
+			if b.charged == nil {
+				b.charged = map[string]backend.LaunchTime{}
+			}
+			lt := b.charged[p.charge]
+			lt.Launches++
+			lt.Total += time.Duration(end - start)
+			b.charged[p.charge] = lt
+		}
 	}
 	b.pending = b.pending[:0]
 }

@@ -13,18 +13,20 @@ import (
 // package backend) and otherwise queues one kernel. Nothing here allocates
 // on the success path: error values are built only on failure.
 
-// begin starts an op that launches at once: what the backend holds (see
-// fuse.go) is launched first.
-func (b *Backend) begin(op string) bool {
-	if !b.beginHeld(op) {
-		return false
+// settle launches what the backend holds (fuse.go) before a kernel is given
+// arguments or queued, so that no op need remember to: held ops run before
+// anything queued after them, and a held chain cannot find the arguments
+// of a kernel it shares (rms_norm) half set.
+func (b *Backend) settle() {
+	if b.nchains != 0 {
+		b.flush()
 	}
-	b.flush()
-	return true
 }
 
-// beginHeld starts an op that may join the held chain (fuse.go).
-func (b *Backend) beginHeld(op string) bool {
+// enter is where every op starts: it reports whether the backend takes
+// ops. What the backend holds (fuse.go) stays held: an op may join it, and
+// settle launches it before anything else.
+func (b *Backend) enter(op string) bool {
 	if b.closed {
 		b.fail(fmt.Errorf("opencl: %s: %w", op, errClosed))
 		return false
@@ -41,18 +43,21 @@ func (b *Backend) argErr(k *kern, i int, err error) {
 }
 
 func (b *Backend) argMem(k *kern, i int, m cl.Mem) {
+	b.settle()
 	if err := k.k.SetMem(i, m); err != nil {
 		b.argErr(k, i, err)
 	}
 }
 
 func (b *Backend) argI32(k *kern, i int, v int) {
+	b.settle()
 	if err := k.k.SetI32(i, int32(v)); err != nil {
 		b.argErr(k, i, err)
 	}
 }
 
 func (b *Backend) argU64(k *kern, i int, v int) {
+	b.settle()
 	if err := k.k.SetU64(i, uint64(v)); err != nil {
 		b.argErr(k, i, err)
 	}
@@ -67,12 +72,14 @@ func b01(v bool) int {
 }
 
 func (b *Backend) argF32(k *kern, i int, v float32) {
+	b.settle()
 	if err := k.k.SetF32(i, v); err != nil {
 		b.argErr(k, i, err)
 	}
 }
 
 func (b *Backend) argLocal(k *kern, i int, bytes int) {
+	b.settle()
 	if err := k.k.SetLocal(i, bytes); err != nil {
 		b.argErr(k, i, err)
 	}
@@ -82,17 +89,19 @@ func (b *Backend) argLocal(k *kern, i int, bytes int) {
 // reads and writes in device memory, each operand counted once (Stats.Moved):
 // the least traffic its work needs, the figure a GPU's bandwidth divides.
 func (b *Backend) launch(k *kern, dims int, global, local [3]int, moved int) {
+	b.settle()
 	if b.err != nil {
 		return
 	}
-	ev, err := b.q.Launch(k.k, dims, global, local, b.profiling)
+	timed := b.profiling || b.charge != ""
+	ev, err := b.q.Launch(k.k, dims, global, local, timed)
 	if err != nil {
 		b.fail(fmt.Errorf("opencl: %s: %w", k.name, err))
 		return
 	}
 	b.moved += int64(moved)
-	if b.profiling {
-		b.pending = append(b.pending, pendingEvent{k.name, ev})
+	if timed {
+		b.pending = append(b.pending, pendingEvent{k.name, b.charge, ev})
 		// Bound the events held by a long unsynchronised run.
 		if len(b.pending) >= 4096 {
 			b.collect()
@@ -132,7 +141,7 @@ func (b *Backend) f32Rows(op, arg string, t *tensor, n, cols int) bool {
 // on the device: their rows become zeros and Sync reports the id.
 func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 	const op = "Embedding"
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, tb, id := b.out(op, "dst", dst), b.own(op, "table", table), b.own(op, "ids", ids)
@@ -179,7 +188,7 @@ func (b *Backend) Embedding(dst, table, ids backend.Tensor, n int) {
 // RMSNorm normalises the first n rows of x into dst, scaled by w.
 func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	const op = "RMSNorm"
-	if !b.beginHeld(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, xt, wt := b.out(op, "dst", dst), b.own(op, "x", x), b.own(op, "w", w)
@@ -202,7 +211,6 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, n int, eps float32) {
 	if n == 1 && wt.elems == cols && b.holdNorm(d, xt, wt, eps) {
 		return
 	}
-	b.flush()
 	b.launchRMSNorm(d, xt, wt, n, eps)
 }
 
@@ -226,7 +234,7 @@ func (b *Backend) launchRMSNorm(d, x, w *tensor, n int, eps float32) {
 // position pos[i].
 func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tensor, r backend.Rope) {
 	const op = "RoPE"
-	if !b.beginHeld(op) {
+	if !b.enter(op) {
 		return
 	}
 	xt, pt := b.out(op, "x", x), b.own(op, "pos", pos)
@@ -273,7 +281,6 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 	if tab == nil || (n == 1 && b.holdRoPE(xt, heads, headDim, pt, r, tab)) {
 		return
 	}
-	b.flush()
 	k := b.rope
 	if !b.made(k) {
 		return
@@ -298,14 +305,13 @@ func (b *Backend) RoPE(x backend.Tensor, n, heads, headDim int, pos backend.Tens
 // there is nothing to launch: an error (recorded), no elements, or hold
 // (for one row) ended the held chain with the op (fuse.go).
 func (b *Backend) elemRows(op string, n int, dst, a, c backend.Tensor, hold func(d, a, c *tensor) bool) (d, at, ct *tensor, count int) {
-	if !b.beginHeld(op) {
+	if !b.enter(op) {
 		return nil, nil, nil, 0
 	}
 	d, at, ct, count = b.rowsOf(op, n, dst, a, c)
 	if d == nil || (n == 1 && hold(d, at, ct)) {
 		return nil, nil, nil, 0
 	}
-	b.flush()
 	return d, at, ct, count
 }
 
@@ -375,7 +381,7 @@ func copyable(dt dtype.Type) bool { return dt == dtype.F32 || dt == dtype.I32 }
 // Copy copies the first n rows of src to dst.
 func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 	const op = "Copy"
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
@@ -399,7 +405,7 @@ func (b *Backend) Copy(dst, src backend.Tensor, n int) {
 // CopySlice copies count elements of src at srcOff to dst at dstOff.
 func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
 	const op = "CopySlice"
-	if !b.beginHeld(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
@@ -428,7 +434,6 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	if count == 0 || !b.fits(op, "count", count) || b.holdStore(d, dstOff, s, srcOff, count) {
 		return
 	}
-	b.flush()
 	b.copyWith(k, d, dstOff, s, srcOff, count)
 }
 
@@ -437,7 +442,7 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 // found on the device: they get zeros and Sync reports the row.
 func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVView, a backend.Attn) {
 	const op = "Attention"
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return
 	}
 	ot, qt, kt, vt := b.out(op, "out", out), b.own(op, "q", q), b.own(op, "k", k), b.own(op, "v", v)
@@ -518,7 +523,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 // Softmax normalises the first n rows of x in place.
 func (b *Backend) Softmax(x backend.Tensor, n int) {
 	const op = "Softmax"
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return
 	}
 	xt := b.out(op, "x", x)
@@ -545,7 +550,7 @@ func (b *Backend) Softmax(x backend.Tensor, n int) {
 // Argmax writes each of the first n rows' index of its maximum to dst.
 func (b *Backend) Argmax(dst, x backend.Tensor, n int) {
 	const op = "Argmax"
-	if !b.begin(op) {
+	if !b.enter(op) {
 		return
 	}
 	d, xt := b.out(op, "dst", dst), b.own(op, "x", x)

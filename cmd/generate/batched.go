@@ -25,7 +25,7 @@ func batchedBenchCommand() *cli.Command {
 		&cli.IntFlag{Name: "n-gen", Aliases: []string{"ntg"}, Value: 32, Usage: "tokens each sequence generates"},
 		&cli.IntFlag{Name: "runs", Value: 3, Usage: "runs of every count, alternated (medians are shown)"},
 		&cli.StringFlag{Name: "kv-layout", Value: "unified", Usage: "unified or per-stream"},
-		&cli.BoolFlag{Name: "profile", Usage: "also time each op kind per decode step, in one more run of every count (ops synchronised one by one)"},
+		&cli.BoolFlag{Name: "profile", Usage: "also time each op kind per decode step, in one more run of every count (ops synchronised one by one; OpenCL: launches timed on the device, fused ones by name)"},
 	)
 	return &cli.Command{
 		Name:  "batched-bench",
@@ -114,23 +114,29 @@ func runBatchedBench(c *cli.Context) error {
 // profileSteps runs every count once more with prof timing the decode's
 // ops, and prints their milliseconds per decode step by kind.
 func profileSteps(m *glint.Model, prof *backend.ProfiledBackend, counts []int, npp, ntg int) error {
-	fmt.Println("\nms per decode step by op (one more run each; ops synchronised one by one):")
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "sequences\t")
-	for _, k := range backend.OpKinds {
-		fmt.Fprintf(tw, "%s\t", k)
-	}
-	fmt.Fprintln(tw, "total\t")
-	for _, n := range counts {
+	profiles := make([]map[string]time.Duration, len(counts))
+	for i, n := range counts {
 		_, err := decodeTogether(m, n, npp, ntg, func() { prof.Reset(); prof.SetEnabled(true) })
 		prof.SetEnabled(false)
 		if err != nil {
 			return err
 		}
-		p, steps := prof.Profile(), float64(ntg-1)
+		profiles[i] = prof.Profile()
+	}
+	fmt.Println("\nms per decode step by op (one more run each; ops synchronised one by one, or OpenCL launches timed on the device, fused ones by name):")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	kinds := backend.Kinds(profiles...)
+	fmt.Fprint(tw, "sequences\t")
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "%s\t", k)
+	}
+	fmt.Fprintln(tw, "total\t")
+	steps := float64(ntg - 1)
+	for i, n := range counts {
+		p := profiles[i]
 		var total time.Duration
 		fmt.Fprintf(tw, "%d\t", n)
-		for _, k := range backend.OpKinds {
+		for _, k := range kinds {
 			total += p[k]
 			fmt.Fprintf(tw, "%.2f\t", float64(p[k].Microseconds())/1000/steps)
 		}

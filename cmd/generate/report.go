@@ -43,7 +43,7 @@ func reportCommand() *cli.Command {
 			&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
 			cacheTypeFlag("k"), cacheTypeFlag("v"),
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
-			&cli.BoolFlag{Name: "profile", Usage: "also time each op kind, in as many extra runs (second table; ops are synchronised one by one)"},
+			&cli.BoolFlag{Name: "profile", Usage: "also time each op kind, in as many extra runs (second table; ops are synchronised one by one, except on OpenCL, which times its launches on the device, fused ones by name)"},
 			&cli.BoolFlag{Name: workerFlag, Hidden: true, Usage: "internal: measure the job on stdin, write JSON to stdout"},
 		},
 		Action: runReport,
