@@ -135,8 +135,6 @@ type Backend interface {
 	// SoftCap computes, in place, x = c·tanh(x/c) (Gemma 2's final-logit
 	// soft-capping), as ggml's graph does: x·(1/c), tanhf, ·c.
 	SoftCap(x Tensor, n int, c float32)
-	// Copy copies the first n rows of src to dst.
-	Copy(dst, src Tensor, n int)
 	// CopySlice copies count elements from src at element srcOff to dst at
 	// element dstOff (the KV-cache append). src and dst have one type, or src
 	// is F32 and dst F16 (an f16 KV cache): each value then rounds to the
@@ -160,8 +158,6 @@ type Backend interface {
 	// arithmetic, a lone row of its sequence a decode step's, so that a
 	// row's bits do not depend on the other sequences batched with it.
 	Attention(out, q, k, v Tensor, n int, kv KVView, a Attn)
-	// Softmax normalises each of the first n rows of x in place.
-	Softmax(x Tensor, n int)
 	// Argmax writes, for each of the first n rows of x, the index of its
 	// largest element (the first on ties) to the I32 tensor dst.
 	Argmax(dst, x Tensor, n int)

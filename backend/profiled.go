@@ -24,14 +24,13 @@ const (
 	OpScale     = "scale"
 	OpCopy      = "copy"
 	OpArgmax    = "argmax"
-	OpSoftmax   = "softmax"
 	// OpTransfer is host↔device copies (Read*/Write*): not a compute op,
 	// but time the token spends all the same.
 	OpTransfer = "transfer"
 )
 
 // OpKinds lists every kind in a stable order, for tables.
-var OpKinds = []string{OpMatMul, OpAttention, OpNorm, OpRoPE, OpEmbedding, OpSiLUMul, OpGELU, OpAdd, OpScale, OpCopy, OpArgmax, OpSoftmax, OpTransfer}
+var OpKinds = []string{OpMatMul, OpAttention, OpNorm, OpRoPE, OpEmbedding, OpSiLUMul, OpGELU, OpAdd, OpScale, OpCopy, OpArgmax, OpTransfer}
 
 // LaunchTimer is a backend that times its own launches on the device
 // (OpenCL's event profiling). A ProfiledBackend over one sets the kind of
@@ -297,20 +296,12 @@ func (p *ProfiledBackend) SoftCap(x Tensor, n int, c float32) {
 	p.timed(OpScale, func() { p.inner.SoftCap(x, n, c) })
 }
 
-func (p *ProfiledBackend) Copy(dst, src Tensor, n int) {
-	p.timed(OpCopy, func() { p.inner.Copy(dst, src, n) })
-}
-
 func (p *ProfiledBackend) CopySlice(dst Tensor, dstOff int, src Tensor, srcOff, count int) {
 	p.timed(OpCopy, func() { p.inner.CopySlice(dst, dstOff, src, srcOff, count) })
 }
 
 func (p *ProfiledBackend) Attention(out, q, k, v Tensor, n int, kv KVView, a Attn) {
 	p.timed(OpAttention, func() { p.inner.Attention(out, q, k, v, n, kv, a) })
-}
-
-func (p *ProfiledBackend) Softmax(x Tensor, n int) {
-	p.timed(OpSoftmax, func() { p.inner.Softmax(x, n) })
 }
 
 func (p *ProfiledBackend) Argmax(dst, x Tensor, n int) {

@@ -9,29 +9,15 @@
 // SUBGROUPS: the device offers cl_khr_subgroups or cl_intel_subgroups
 // (which has the same built-ins). They are declared here as well, since a
 // compiler may declare them only for OpenCL C 2.0, and the programs are
-// built as 1.2. A maximum is the same in any order, so maxima (wg_max,
-// the attention's) take the sub-group's built-in and local memory only
-// across sub-groups; float sums keep the local-memory tree, whose order the
+// built as 1.2. A maximum is the same in any order, so the attention's
+// maxima take the sub-group's built-in and local memory only across
+// sub-groups; float sums keep the local-memory tree, whose order the
 // CPU backend's bits depend on.
 #ifdef SUBGROUPS
 uint __attribute__((overloadable)) get_sub_group_id(void);
 uint __attribute__((overloadable)) get_num_sub_groups(void);
 uint __attribute__((overloadable)) get_sub_group_local_id(void);
 float __attribute__((overloadable)) sub_group_reduce_max(float);
-
-// sg_max returns the maximum of v over the work-group: each sub-group's
-// into red[its id], then every work-item folds them.
-inline float sg_max(local float* red, float v) {
-	float m = sub_group_reduce_max(v);
-	if (get_sub_group_local_id() == 0)
-		red[get_sub_group_id()] = m;
-	barrier(CLK_LOCAL_MEM_FENCE);
-	float r = red[0];
-	for (uint i = 1; i < get_num_sub_groups(); i++)
-		r = fmax(r, red[i]);
-	barrier(CLK_LOCAL_MEM_FENCE);
-	return r;
-}
 #endif
 
 // wg_sum returns the sum of v over the work-group. Every work-item must call
@@ -48,25 +34,6 @@ inline float wg_sum(local float* red, float v) {
 	float r = red[0];
 	barrier(CLK_LOCAL_MEM_FENCE);
 	return r;
-}
-
-// wg_max is wg_sum for the maximum.
-inline float wg_max(local float* red, float v) {
-#ifdef SUBGROUPS
-	return sg_max(red, v);
-#else
-	int lid = get_local_id(0);
-	red[lid] = v;
-	barrier(CLK_LOCAL_MEM_FENCE);
-	for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
-		if (lid < s)
-			red[lid] = fmax(red[lid], red[lid + s]);
-		barrier(CLK_LOCAL_MEM_FENCE);
-	}
-	float r = red[0];
-	barrier(CLK_LOCAL_MEM_FENCE);
-	return r;
-#endif
 }
 
 // seg_sum reduces v over the S consecutive work-items (lanes) of one

@@ -123,28 +123,6 @@ kernel void rms_norm(global float* dst, global const float* x, global const floa
 	}
 }
 
-// softmax normalises each row in place, subtracting the row's maximum first
-// so that exp never overflows.
-kernel void softmax(global float* x, int cols, local float* red) {
-	int i = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
-	global float* xr = x + (ulong)i * cols;
-	float m = -INFINITY;
-	for (int k = lid; k < cols; k += ls)
-		m = fmax(m, xr[k]);
-	m = wg_max(red, m);
-	float s = 0.0f;
-	for (int k = lid; k < cols; k += ls) {
-		float e = exp(xr[k] - m);
-		xr[k] = e;
-		s += e;
-	}
-	s = wg_sum(red, s);
-	// Each work-item rescales only the elements it wrote, so no barrier.
-	float inv = 1.0f / s;
-	for (int k = lid; k < cols; k += ls)
-		xr[k] *= inv;
-}
-
 // argmax writes each row's index of its largest element, the first on ties.
 // A work-item's candidate is the first maximum of its own elements (it visits
 // them in increasing order); merging prefers the smaller index on equal

@@ -195,7 +195,7 @@ kernel void quantize_q8_k(global const float* x, global char* xq, global float* 
 // consecutive elements summed, so 16 elements that start a 32-element chunk
 // (or its second half) give four lanes. It adds adjacent pairs first, as
 // x86's pmaddwd does; PoCL compiles that to far fewer instructions than
-// widening all sixteen products (Q8_0 decode about 18% faster). A
+// widening all sixteen products, which shows in Q8_0 decode. A
 // sub-block scale multiplies the four sums, not the sixteen products: the
 // same integers.
 inline int4 madd_fold(short16 a, short16 x) {

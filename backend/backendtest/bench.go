@@ -133,13 +133,6 @@ func BenchOps(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 			b.SetBytes(int64(12 * n * benchDim))
 			e.loop(func() { e.be.Add(x, x, y, n) })
 		})
-		b.Run(fmt.Sprintf("Copy/n=%d", n), func(b *testing.B) {
-			e := newBenchEnv(b, newBackend)
-			x := e.f32(e.rand(n*benchDim), n, benchDim)
-			dst := e.alloc(dtype.F32, n, benchDim)
-			b.SetBytes(int64(8 * n * benchDim))
-			e.loop(func() { e.be.Copy(dst, x, n) })
-		})
 	}
 	b.Run("CopySlice/kv-append", func(b *testing.B) {
 		e := newBenchEnv(b, newBackend)
@@ -180,13 +173,6 @@ func BenchOps(b *testing.B, newBackend func(b *testing.B) backend.Backend) {
 			e.loop(func() { e.be.Attention(out, q, k, v, c.n, kv, a) })
 		})
 	}
-	b.Run("Softmax/vocab", func(b *testing.B) {
-		e := newBenchEnv(b, newBackend)
-		x := e.f32(randF32(e.rng, benchVocab, -10, 10), 1, benchVocab)
-		b.SetBytes(int64(8 * benchVocab))
-		// Softmax of a softmax stays finite, so repeating in place is fine.
-		e.loop(func() { e.be.Softmax(x, 1) })
-	})
 	b.Run("Argmax/vocab", func(b *testing.B) {
 		e := newBenchEnv(b, newBackend)
 		x := e.f32(randF32(e.rng, benchVocab, -10, 10), 1, benchVocab)

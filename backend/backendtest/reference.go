@@ -185,26 +185,6 @@ func refSiLUMul(g, u []float32) []float64 {
 	return out
 }
 
-func refSoftmax(x []float32, n, cols int) []float64 {
-	out := make([]float64, n*cols)
-	for i := range n {
-		row := x[i*cols : (i+1)*cols]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
-		var sum float64
-		for j, v := range row {
-			out[i*cols+j] = math.Exp(float64(v) - mx)
-			sum += out[i*cols+j]
-		}
-		for j := range row {
-			out[i*cols+j] /= sum
-		}
-	}
-	return out
-}
-
 // refAttention computes rows of attention where row i (query q[i]) sees
 // the cache cells visible(i) lists; caches are [cells, kvHeads, headDim],
 // and softCap > 0 caps each score s = q·k to softCap·tanh(s/softCap) before

@@ -17,12 +17,11 @@
 // caller's mmap'd file (weights.go). The cost: the weights' size again in
 // private memory, on top of the file pages, which are read once by the copy
 // and then left to the page cache (clean, so reclaimable, but counted in the
-// resident set until reclaimed). Peak RSS roughly doubles: 1B Llama Q4_0
-// (767 MB file) 0.79 → 1.53 GB, Q8_0 1.33 → 2.60 GB, F16 2.46 → 4.87 GB.
-// The copy runs on all threads, but it moves every file read (and any disk
-// read) that first use would do into load: load time grows from ~0.06 s to
-// 1.1 s (Q4_0), 1.6 s (Q8_0) and 0.5–4 s (F16, cached or not), while TTFT
-// shrinks. Free and Close release the copies.
+// resident set until reclaimed). Peak RSS roughly doubles (about 1.5 GB
+// for 1B Llama Q4_0, a 767 MB file). The copy runs on all threads, but it
+// moves every file read (and any disk read) that first use would do into
+// load, which takes about a second for a 1B model (more for F16 from disk),
+// while TTFT shrinks. Free and Close release the copies.
 //
 // A Backend is not safe for concurrent use: one goroutine issues ops, and the
 // backend spreads each op over its threads. Steady-state ops allocate nothing.

@@ -24,19 +24,17 @@ const (
 	// decodeTokens is the most tokens a matmul chunks as a decode: one
 	// sequence's step, or a few sequences decoding together, whose extra
 	// tokens cost arithmetic on the weights' one pass. Their chunks also go
-	// one cgo call each (simdRows). Against prefill's larger chunks, two
-	// threads, 1B-shaped Q8_0 (generate batched-bench, three alternated
-	// runs): 8 sequences 143–155 → 115–122 ms a step, 4 and 2 within noise;
-	// 8192×2048 from memory, 2 tokens (BenchmarkKernelsDRAM): Q4_0
-	// 358–468 → 291–382 µs, Q8_0 962–1329 → 767–992, F16 1260–1712 →
-	// 1209–1236.
+	// one cgo call each (simdRows). Up to 8 tokens the weights' stream, not
+	// the arithmetic, still sets the time, so decode's small chunks, which
+	// keep the threads reading neighbouring memory, beat prefill's larger
+	// ones (generate batched-bench, BenchmarkKernelsDRAM).
 	decodeTokens = 8
 	// prefillChunkMACs is the multiply-adds a thread claims at a time in a
 	// matmul of several tokens, a fraction of a millisecond on one core: a
 	// matmul ends when its last chunk does, so the other threads wait up to
-	// a chunk for the slowest. Four chunks per thread (1024 rows of a
-	// 128-token 8192×2048) left two threads at 0.86–0.94× the sum of two
-	// separate processes.
+	// a chunk for the slowest. Larger chunks, four per thread (1024 rows of
+	// a 128-token 8192×2048), leave two threads short of two separate
+	// processes' sum.
 	prefillChunkMACs = 1 << 24
 )
 
@@ -103,8 +101,8 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		// llama.cpp's threads take 64 rows at a time, so that they read
 		// neighbouring memory and a thread woken late simply takes fewer
 		// chunks. One contiguous share per thread (the caller's larger by
-		// the helpers' wake-up time) streamed 5–15% slower on a 2-vCPU
-		// Zen 3, for F16, Q8_0 and Q4_0 alike.
+		// the helpers' wake-up time) streams slower, for F16, Q8_0 and
+		// Q4_0 alike: the last thread to finish sets the time.
 		t.grain = max(1, min(decodeChunk/rowBytes, (m+4*b.threads-1)/(4*b.threads)))
 	} else {
 		t.grain = max(1, min(t.grain, prefillChunkMACs/max(1, n*k)))

@@ -80,8 +80,8 @@ void glint_silu_mul(int level, const float *g, const float *u, float *d, size_t 
 	silu_mul2(g, u, d, n);
 }
 
-// add8 is d = x + y, elementwise: a residual add, which a Go loop ran at a
-// nanosecond an element (7 ms of a 128-token Llama 3.2 1B prompt).
+// add8 is d = x + y, elementwise: a residual add, which as a Go loop costs
+// a nanosecond an element (7 ms of a 128-token Llama 3.2 1B prompt).
 static A2 void add8(const float *x, const float *y, float *d, size_t n) {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -169,12 +169,11 @@ INLINE A2 float dot_vec8(const void *k, int half, const float *q, int n) {
 
 // Prefetch distances in cells. A cache row of one kv head is a few lines
 // a whole row of all heads apart (1 KiB for Llama 3.2 1B's f16 cache),
-// a stride the hardware prefetchers did not follow: a decode step over
-// 4096 cells spent most of its attention waiting for K and V from L3
-// (BenchmarkOps/Attention/n=1/kvLen=4096/F16, two threads, medians of five
-// in two alternated runs: AVX2 kernels 3.3–4.9 ms → 1.5–2.1, AVX-512
-// 1.39–2.13 → 1.30–1.92). About 300 cycles ahead: a K row serves up to
-// MAXG heads' dots, a V column block one fused multiply-add per head.
+// a stride the hardware prefetchers do not follow: without prefetches, a
+// decode step over thousands of cells spends most of its attention waiting
+// for K and V from L3. About 300 cycles ahead, so that a row is in L1 by
+// the time it is read: a K row serves up to MAXG heads' dots, a V column
+// block one fused multiply-add per head.
 #define ATTN_PF_K 8
 #define ATTN_PF_V 32
 #define ATTN_PF_512 16
@@ -190,8 +189,7 @@ INLINE void prefetch_row(const char *p, size_t n) {
 // far_cells reports whether the cells from runs[0] to the last run's end,
 // rows of bytes each, span more than half a 1 MiB L2: only then do the
 // kernels prefetch (a prompt's few hundred cells stay in L2 across its
-// rows and heads, where the extra loads only cost time: 128-token prefill
-// attention 2.5 → 3.1 ms with them).
+// rows and heads, where the extra loads only cost time).
 INLINE int far_cells(const int32_t *runs, int nruns, size_t bytes) {
 	return (size_t)(runs[2 * nruns - 1] - runs[0]) * bytes > (512 << 10);
 }
@@ -232,10 +230,7 @@ INLINE A2 __m256 load8w(const char *row, int half, int i) {
 // multiple of 8 (tinyBLAS's dot8 for every head and cell), G heads at a
 // time and two cells at a time: each key block is converted once for the
 // G heads, and the 2·G accumulators are independent chains, where one
-// dot8 after another waited on its own fused multiply-adds. With pv_tiny8,
-// a 128-token prefill's attention (BenchmarkOps/Attention/n=128/kvLen=128/F16,
-// 32 heads over 8 kv heads, one CPU, medians of five alternated runs) took
-// 8.0 → 5.9 ms a layer.
+// dot8 after another would wait on its own fused multiply-adds.
 INLINE A2 void scores_tiny(const float (*qr)[GLINT_ATTENTION_MAX_HEAD_DIM + 8], const char *k, size_t rowBytes,
                            const int32_t *runs, int nruns, int base, float *s, int Ls, int hd, float scale,
                            float softcap, int far, size_t kpf, const int G) {
@@ -627,13 +622,11 @@ INLINE A5 __m512 reduce16x(__m512 x[16]) {
 // pv_lanes leaves in lane l (lanes 16) or, lanes 64, the fold of lanes l,
 // 32 + l, 16 + l and 48 + l that pv_vec512 adds, so every lane gets the
 // same fused multiply-adds in the same order. Each lane's sum stays in a
-// register, where pv_lanes kept lanes × hd floats in memory (zeroed, then
-// loaded and stored for every cell): at a short context, as in most decode
-// steps, that took most of attention's time (64 f16 cells, 32 heads:
-// BenchmarkOps/Attention/n=1/kvLen=64/F16, medians of four alternated,
-// 37.3 → 24.6 µs a layer; a 128-token prefill 1.83 → 1.64 ms). The AVX2
-// kernel (attn_group) shares each load of V among a group's heads, and the
-// same change there made it slower (33.6 → 48.6 µs).
+// register, where pv_lanes keeps lanes × hd floats in memory (zeroed, then
+// loaded and stored for every cell), which at a short context, as in most
+// decode steps, is most of attention's time. The AVX2 kernel (attn_group)
+// keeps sums in memory: it shares each load of V among a group's heads,
+// and per-lane registers there measured slower.
 INLINE A5 void pv_run16(const void *v, int half, const float *p, int a, int e, int lanes, size_t row0, int kvCols,
                         int d, __mmask16 m, __m512 x[16]) {
 	for (int l = 0; l < 16; l++) {
@@ -735,10 +728,9 @@ static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t 
 // scores_tiny16 is glint_attention512's scores for a prefill (dot_tiny,
 // score1) over the cells of runs, whose K rows (k: the head's first) are
 // rowBytes apart, four cells at a time: four independent accumulators,
-// where one dot_tiny after another waited on its own fused multiply-adds
-// and reduction (with the probabilities rounded 16 at a time, a 128-token
-// prefill's attention as above, ggml's AVX-512 flavour: 5.1 → 4.4 ms a
-// layer). It returns the largest score, taken in cell order.
+// where one dot_tiny after another would wait on its own fused
+// multiply-adds and reduction. It returns the largest score, taken in cell
+// order.
 INLINE A5 float scores_tiny16(const float *qr, const char *k, size_t rowBytes, int half, const int32_t *runs, int nruns,
                               int base, float *scores, int hd, float scale, float softcap, int far, size_t kpf) {
 	const size_t es = half ? 2 : 4;

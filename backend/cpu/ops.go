@@ -289,33 +289,6 @@ func addGo(d, x, y []float32) {
 	}
 }
 
-// Copy implements backend.Backend.
-func (b *Backend) Copy(dst, src backend.Tensor, n int) {
-	const op = "Copy"
-	if !b.ok(op) {
-		return
-	}
-	d, s := b.ownPair(op, dst, src)
-	if d == nil {
-		return
-	}
-	if !b.writable(op, "dst", d) || !b.checkN(op, n, d, s) {
-		return
-	}
-	if d.dt != s.dt || backend.Cols(d) != backend.Cols(s) {
-		b.fail(backend.ShapeError("cpu: "+op, "dst %v %v, src %v %v", d.dt, d.shape, s.dt, s.shape))
-		return
-	}
-	rowBytes, _ := d.dt.RowBytes(backend.Cols(d))
-	if !s.x8 {
-		copy(d.data[:n*rowBytes], s.data)
-		return
-	}
-	for r := range n {
-		copy(d.data[r*rowBytes:(r+1)*rowBytes], b.row(s, r, rowBytes))
-	}
-}
-
 // CopySlice implements backend.Backend.
 func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
 	const op = "CopySlice"
@@ -358,47 +331,6 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	}
 	es := d.dt.BlockBytes()
 	copy(d.data[dstOff*es:(dstOff+count)*es], s.data[srcOff*es:(srcOff+count)*es])
-}
-
-// Softmax implements backend.Backend: the row maximum is subtracted before
-// exponentiating so that large logits cannot overflow, and the sum is kept in
-// float64.
-func (b *Backend) Softmax(x backend.Tensor, n int) {
-	const op = "Softmax"
-	if !b.ok(op) {
-		return
-	}
-	xt := b.tensor(op, "x", x, dtype.F32)
-	if xt == nil || !b.writable(op, "x", xt) || !b.checkN(op, n, xt) || n == 0 {
-		return
-	}
-	cols := backend.Cols(xt)
-	t := &b.pool.task
-	*t = task{kind: kSoftmax, total: n, grain: max(1, minElemsPerTask/cols), x: xt.f32, k: cols}
-	b.pool.run()
-}
-
-func softmaxRows(t *task, lo, hi int) {
-	for i := lo; i < hi; i++ {
-		softmax(t.x[i*t.k : (i+1)*t.k])
-	}
-}
-
-func softmax(x []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for i, v := range x {
-		e := math.Exp(float64(v) - float64(mx))
-		x[i] = float32(e)
-		sum += e
-	}
-	inv := float32(1 / sum)
-	for i := range x {
-		x[i] *= inv
-	}
 }
 
 // Argmax implements backend.Backend.

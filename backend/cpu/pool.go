@@ -19,7 +19,6 @@ const (
 	kLayerNorm
 	kSiLUMul
 	kGELUMul
-	kSoftmax
 	kAttention
 	kQuantize
 	kCopyBytes
@@ -252,8 +251,6 @@ func (b *Backend) work(t *task, id int) {
 			siluMulRange(t, lo, hi)
 		case kGELUMul:
 			geluMulRange(t, lo, hi)
-		case kSoftmax:
-			softmaxRows(t, lo, hi)
 		case kAttention:
 			b.attentionItems(t, id, lo, hi)
 		case kQuantize:

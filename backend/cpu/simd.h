@@ -21,13 +21,11 @@ void glint_simd_init(void);
 // (20 µs apart while anything runs), and with every P busy each such retake
 // starts a spinning thread that takes a CPU from the kernels and moves
 // goroutines between threads. So a long chunk (a prompt's) is best claimed
-// in the same call as the next (a 128-token Q8_0 8192×2048 on two threads:
-// 190 GFLOP/s in 4 chunks a thread, 210 in one call), and a decode's short
-// ones (~10 µs, decodeTokens in matmul.go) one call each, which sysmon
-// rarely sees twice (the 1B F16 file's decode on two threads, medians of 8
-// alternated runs: 92.3 → 86.1 ms a token at AVX2, 91.6 → 82.0 at
-// AVX-512; sysmon woke 6150 times a second, 9% of a CPU, with one call a
-// matmul, and 910 with one a chunk).
+// in the same call as the next, which spares a retake per chunk, and a
+// decode's short ones (~10 µs, decodeTokens in matmul.go) one call each,
+// which sysmon rarely sees twice (one call a decode matmul wakes sysmon
+// thousands of times a second, most of a tenth of a CPU that the kernels
+// need).
 typedef struct {
 	int64_t *next;
 	int grain, lo, hi, max_claims;

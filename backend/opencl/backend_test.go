@@ -230,7 +230,7 @@ func testErrors(t *testing.T, dev *Backend) {
 	if !errors.Is(first, backend.ErrShape) {
 		t.Fatalf("matmul with mismatched columns: %v", first)
 	}
-	b2.Softmax(y, 1)
+	b2.Scale(y, y, 1, 2)
 	b2.Add(y, y, w, 1) // also wrong, but the first error stays
 	if err := b2.Sync(); err != first {
 		t.Fatalf("Sync = %v, want the first error %v", err, first)
@@ -240,13 +240,13 @@ func testErrors(t *testing.T, dev *Backend) {
 	b3 := another(t, dev)
 	z, _ := b3.Alloc(dtype.F32, 8)
 	b3.Free(z)
-	b3.Softmax(z, 1)
+	b3.Scale(z, z, 1, 2)
 	if err := b3.Err(); err == nil || !strings.Contains(err.Error(), "freed") {
 		t.Fatalf("op on a freed tensor: %v", err)
 	}
 	b4 := another(t, dev)
 	wt, _ := b4.Weight("output_norm.weight", dtype.F32, []int{8}, make([]byte, 32))
-	b4.Softmax(wt, 1)
+	b4.Scale(wt, wt, 1, 2)
 	if err := b4.Err(); err == nil || !strings.Contains(err.Error(), "read-only weight") {
 		t.Fatalf("op writing a weight: %v", err)
 	}
@@ -268,11 +268,11 @@ func testProfile(t *testing.T, dev *Backend) {
 	b.ResetStats()
 	b.SetProfiling(true)
 	for range 4 {
-		b.Softmax(x, 3)
+		b.Scale(x, x, 3, 0.5)
 	}
 	b.Add(x, x, x, 3)
 	b.SetProfiling(false)
-	b.Softmax(x, 3) // not profiled
+	b.Scale(x, x, 3, 0.5) // not profiled
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +283,8 @@ func testProfile(t *testing.T, dev *Backend) {
 		}
 		got[kt.Name] = kt.Calls
 	}
-	if len(got) != 2 || got["softmax"] != 4 || got["add"] != 1 {
-		t.Fatalf("profile calls %v, want softmax 4, add 1", got)
+	if len(got) != 2 || got["scale"] != 4 || got["add"] != 1 {
+		t.Fatalf("profile calls %v, want scale 4, add 1", got)
 	}
 	if s := b.Stats(); s.Launches != 6 {
 		t.Fatalf("%d launches, want 6", s.Launches)

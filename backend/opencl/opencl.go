@@ -250,8 +250,8 @@ type Backend struct {
 	v    variant    // the program's variant
 	q    *cl.Queue
 
-	byType                                                        map[dtype.Type]weightKernels
-	rmsNorm, softmax, argmax, siluMul, siluMulRows, add, copyKern *kern
+	byType                                               map[dtype.Type]weightKernels
+	rmsNorm, argmax, siluMul, siluMulRows, add, copyKern *kern
 	// copyF16 copies F16 elements; copyF32F16 rounds F32 to F16 (the
 	// append to an f16 KV cache).
 	copyF16, copyF32F16, copyF16F32 *kern
@@ -421,7 +421,7 @@ func (b *Backend) init(cpu bool) error {
 		}
 		b.byType[wt.dt] = wk
 	}
-	b.rmsNorm, b.softmax, b.argmax = mk("rms_norm"), mk("softmax"), mk("argmax")
+	b.rmsNorm, b.argmax = mk("rms_norm"), mk("argmax")
 	b.siluMul, b.siluMulRows, b.add, b.copyKern = mk("silu_mul"), mk("silu_mul_rows"), mk("add"), mk("copy")
 	b.copyF16, b.copyF32F16, b.copyF16F32 = mk("copy_f16"), mk("copy_f32_f16"), mk("copy_f16_f32")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")

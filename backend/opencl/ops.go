@@ -378,30 +378,6 @@ func (b *Backend) copyWith(k *kern, d *tensor, dstOff int, s *tensor, srcOff, co
 
 func copyable(dt dtype.Type) bool { return dt == dtype.F32 || dt == dtype.I32 }
 
-// Copy copies the first n rows of src to dst.
-func (b *Backend) Copy(dst, src backend.Tensor, n int) {
-	const op = "Copy"
-	if !b.enter(op) {
-		return
-	}
-	d, s := b.out(op, "dst", dst), b.own(op, "src", src)
-	if d == nil || s == nil {
-		return
-	}
-	cols := backend.Cols(s)
-	if d.dt != s.dt || !copyable(d.dt) {
-		b.shape(op, "dst %v and src %v are not both F32 or both I32", d, s)
-		return
-	}
-	if n < 0 || backend.Cols(d) != cols || backend.Rows(d) < n || backend.Rows(s) < n {
-		b.shape(op, "dst %v and src %v do not both hold %d rows of %d", d, s, n, cols)
-		return
-	}
-	if count := n * cols; count > 0 && b.fits(op, "element count", count) {
-		b.copyElems(d, 0, s, 0, count)
-	}
-}
-
 // CopySlice copies count elements of src at srcOff to dst at dstOff.
 func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, srcOff, count int) {
 	const op = "CopySlice"
@@ -518,33 +494,6 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	b.setAttnLocal(kk, i+7, headDim, t)
 	b.launch(kk, 2, [3]int{kk.wg * heads / t.hq, (n + t.rows - 1) / t.rows, 1}, [3]int{kk.wg, 1, 1},
 		8*n*heads*headDim+viewBytes(n, kv, a, kt, vt))
-}
-
-// Softmax normalises the first n rows of x in place.
-func (b *Backend) Softmax(x backend.Tensor, n int) {
-	const op = "Softmax"
-	if !b.enter(op) {
-		return
-	}
-	xt := b.out(op, "x", x)
-	if xt == nil {
-		return
-	}
-	cols := backend.Cols(xt)
-	if !b.f32Rows(op, "x", xt, n, cols) {
-		return
-	}
-	if n == 0 || cols == 0 || !b.fits(op, "columns", cols) {
-		return
-	}
-	k := b.softmax
-	if !b.made(k) {
-		return
-	}
-	b.argMem(k, 0, xt.mem)
-	b.argI32(k, 1, cols)
-	b.argLocal(k, 2, 4*k.wg)
-	b.launch(k, 2, [3]int{k.wg, n, 1}, [3]int{k.wg, 1, 1}, 8*n*cols)
 }
 
 // Argmax writes each of the first n rows' index of its maximum to dst.

@@ -307,10 +307,9 @@ func testQuantizedReuse(t *testing.T, dev *Backend) {
 		}},
 		{"Add", func() { b.Add(x, x, y, n) }},
 		{"RMSNorm", func() { b.RMSNorm(x, y, norm, n, 1e-5) }},
-		{"Copy", func() { b.Copy(x, y, 1) }},
 		{"CopySlice", func() { b.CopySlice(x, 7, y, 300, 9) }},
 		{"SiLUMul", func() { b.SiLUMul(x, y, x, n) }},
-		{"Softmax", func() { b.Softmax(x, 1) }},
+		{"Scale", func() { b.Scale(x, x, 1, 0.5) }},
 		{"RoPE", func() { b.RoPE(x, n, 4, 64, pos, backend.Rope{Dims: 64, Theta: 10000}) }},
 		// F32 weights do not quantise y, so x stays the cached source.
 		{"MatMulTransposed", func() { b.MatMulTransposed(x, y, square, n) }},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint/backend/cpu"
+	"github.com/glint-llm/glint/backend/opencl/cl"
 	"github.com/glint-llm/glint/numerics"
 )
 
@@ -38,11 +39,13 @@ func newCPU() *cpu.Backend {
 // OpenCL implementation with its own compiler) unless RUSTICL_ENABLE says
 // otherwise, so that every kernel is built and checked by both it and PoCL
 // wherever both are installed, as internal/cltest does for the other
-// packages' tests.
+// packages' tests; and it has OpenCL open the library GLINT_OPENCL_LIB names,
+// as the generate command does.
 func TestMain(m *testing.M) {
 	if _, ok := os.LookupEnv("RUSTICL_ENABLE"); !ok {
 		os.Setenv("RUSTICL_ENABLE", "llvmpipe")
 	}
+	cl.SetLibrary(os.Getenv(cl.LibEnv))
 	os.Exit(m.Run())
 }
 

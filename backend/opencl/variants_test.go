@@ -257,15 +257,6 @@ func fastPathOps(t *testing.T, b *Backend) {
 			})
 		}
 	}
-	t.Run("softmax", func(t *testing.T) {
-		f := newFixture(t, b)
-		const rows, cols = 3, 1000
-		x := f.f32(f.rand(rows*cols, -20, 20), rows, cols)
-		f.c.Softmax(x.c, rows)
-		f.o.Softmax(x.o, rows)
-		co, oo := f.read(x, rows*cols)
-		f.close("softmax", co, oo, nil, 1e-6, 1e-9)
-	})
 	for _, dt := range []dtype.Type{dtype.F16, dtype.Q8_0, dtype.Q4_K} {
 		t.Run(fmt.Sprintf("matmul/%v", dt), func(t *testing.T) {
 			f := newFixture(t, b)

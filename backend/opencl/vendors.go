@@ -33,22 +33,31 @@ type Driver struct {
 	Path   string
 }
 
+// ICD is where the OpenCL ICD loader finds drivers, as the process's
+// environment sets it; the caller reads the environment and fills it in.
+type ICD struct {
+	// Vendors is the loader's registry (OCL_ICD_VENDORS): a folder of .icd
+	// files or one .icd file; "" is /etc/OpenCL/vendors.
+	Vendors string
+	// LibPath is the library folders searched before a driver's own
+	// (LD_LIBRARY_PATH's); empty entries are ignored.
+	LibPath []string
+}
+
 // driverSearch is what Unregistered looks for and where: the drivers, the
-// library folders searched before their own (LD_LIBRARY_PATH's) and the
-// loader's registry, OCL_ICD_VENDORS (a folder or one .icd file) or
-// /etc/OpenCL/vendors.
+// library folders searched before their own and the loader's registry.
 type driverSearch struct {
 	drivers []gpuDriver
 	libPath []string
 	vendors string
 }
 
-func systemSearch() driverSearch {
-	s := driverSearch{drivers: gpuDrivers, vendors: os.Getenv("OCL_ICD_VENDORS")}
+func (c ICD) search() driverSearch {
+	s := driverSearch{drivers: gpuDrivers, vendors: c.Vendors}
 	if s.vendors == "" {
 		s.vendors = "/etc/OpenCL/vendors"
 	}
-	for _, d := range filepath.SplitList(os.Getenv("LD_LIBRARY_PATH")) {
+	for _, d := range c.LibPath {
 		if d != "" {
 			s.libPath = append(s.libPath, d)
 		}
@@ -58,7 +67,7 @@ func systemSearch() driverSearch {
 
 // Unregistered returns the GPU drivers on this machine that no ICD file of
 // the loader names.
-func Unregistered() []Driver { return systemSearch().unregistered() }
+func (c ICD) Unregistered() []Driver { return c.search().unregistered() }
 
 func (s driverSearch) unregistered() []Driver {
 	registered := s.registered()
@@ -78,8 +87,8 @@ func (s driverSearch) unregistered() []Driver {
 	return out
 }
 
-// icdFiles are the loader's ICD files: OCL_ICD_VENDORS's (or
-// /etc/OpenCL/vendors') *.icd, or the one file it names.
+// icdFiles are the loader's ICD files: the registry folder's *.icd, or
+// the one file it names.
 func (s driverSearch) icdFiles() []string {
 	if st, err := os.Stat(s.vendors); err == nil && st.IsDir() {
 		files, _ := filepath.Glob(filepath.Join(s.vendors, "*.icd"))
@@ -107,7 +116,7 @@ func (s driverSearch) registered() map[string]bool {
 // WriteRegistry makes dir a folder of ICD files for OCL_ICD_VENDORS: the
 // loader's own (so that PoCL stays) and one per driver Unregistered finds,
 // which it returns.
-func WriteRegistry(dir string) ([]Driver, error) { return systemSearch().writeRegistry(dir) }
+func (c ICD) WriteRegistry(dir string) ([]Driver, error) { return c.search().writeRegistry(dir) }
 
 func (s driverSearch) writeRegistry(dir string) ([]Driver, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -135,7 +144,7 @@ func (s driverSearch) writeRegistry(dir string) ([]Driver, error) {
 // "" where there are none: with root an ICD file in /etc/OpenCL/vendors,
 // without it a folder of ICD files (the registered ones copied, so that
 // PoCL stays) named by OCL_ICD_VENDORS.
-func RegisterHint() string { return registerHint(Unregistered()) }
+func (c ICD) RegisterHint() string { return registerHint(c.Unregistered()) }
 
 func registerHint(ds []Driver) string {
 	if len(ds) == 0 {

@@ -74,3 +74,22 @@ func TestUnregistered(t *testing.T) {
 		t.Fatal("a hint with nothing to register")
 	}
 }
+
+// TestICDSearch: an ICD with no registry is the loader's default folder,
+// its library path loses the empty entries a split LD_LIBRARY_PATH has
+// ("a::b", a trailing ":"), and the drivers searched are every vendor's.
+func TestICDSearch(t *testing.T) {
+	s := ICD{LibPath: []string{"", "/a", "", "/b", ""}}.search()
+	if s.vendors != "/etc/OpenCL/vendors" {
+		t.Errorf("default registry %q, want /etc/OpenCL/vendors", s.vendors)
+	}
+	if want := []string{"/a", "/b"}; !slices.Equal(s.libPath, want) {
+		t.Errorf("library path %q, want %q", s.libPath, want)
+	}
+	if len(s.drivers) != len(gpuDrivers) {
+		t.Errorf("%d drivers searched, want %d", len(s.drivers), len(gpuDrivers))
+	}
+	if s := (ICD{Vendors: "/x/icd"}).search(); s.vendors != "/x/icd" {
+		t.Errorf("registry %q, want /x/icd", s.vendors)
+	}
+}

@@ -14,9 +14,13 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/glint-llm/glint/backend/opencl/cl"
 )
 
 func main() {
+	// The environment names the OpenCL library; backend/opencl reads none.
+	cl.SetLibrary(os.Getenv(cl.LibEnv))
 	app := &cli.App{
 		Name:      "generate",
 		Usage:     "generate text with a Llama-family model on the CPU, OpenCL or ONNX Runtime",

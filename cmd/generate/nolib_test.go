@@ -90,3 +90,28 @@ func TestNoGPUWarning(t *testing.T) {
 		t.Errorf("devices: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// `devices --register DIR` (scripts/bench-gpu.sh registers the NVIDIA ICD
+// with it) takes the loader's registry from OCL_ICD_VENDORS and the library
+// folders from LD_LIBRARY_PATH: DIR gets the registry's ICD files and one
+// for a driver found on the path, and stdout the export line. It needs no
+// OpenCL library.
+func TestDevicesRegister(t *testing.T) {
+	vendors, lib, dir := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "icd")
+	nv := filepath.Join(lib, "libnvidia-opencl.so.1")
+	for p, text := range map[string]string{filepath.Join(vendors, "pocl.icd"): "libpocl.so.2\n", nv: ""} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"OCL_ICD_VENDORS=" + vendors, "LD_LIBRARY_PATH=" + lib, "GLINT_OPENCL_LIB=libglint-no-such-opencl.so.1"}
+	stdout, stderr, code := runEnv(t, env, "devices", "--register", dir)
+	if code != 0 || stdout != "export OCL_ICD_VENDORS="+dir+"\n" || !strings.Contains(stderr, "registered NVIDIA's driver "+nv) {
+		t.Fatalf("devices --register: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for name, text := range map[string]string{"pocl.icd": "libpocl.so.2\n", "nvidia.icd": nv + "\n"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != text {
+			t.Errorf("%s: %q, %v; want %q", name, b, err, text)
+		}
+	}
+}

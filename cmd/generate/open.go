@@ -42,7 +42,13 @@ func noGPUWarning(m *glint.Model, device string) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "warning: no OpenCL GPU found: running on %s (%s), which is slower than -b cpu\n", ob.Info().Name, ob.Info().Type)
-	fmt.Fprint(os.Stderr, opencl.RegisterHint())
+	fmt.Fprint(os.Stderr, loaderICD().RegisterHint())
+}
+
+// loaderICD is where the OpenCL ICD loader finds drivers, as this process's
+// environment (OCL_ICD_VENDORS, LD_LIBRARY_PATH) sets it.
+func loaderICD() opencl.ICD {
+	return opencl.ICD{Vendors: os.Getenv("OCL_ICD_VENDORS"), LibPath: filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))}
 }
 
 // parseIDs reads "1,2,3" (commas or spaces).

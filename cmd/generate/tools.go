@@ -121,7 +121,7 @@ func devicesCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if dir := c.String("register"); dir != "" {
-				ds, err := opencl.WriteRegistry(dir)
+				ds, err := loaderICD().WriteRegistry(dir)
 				if err != nil {
 					return err
 				}
@@ -137,7 +137,7 @@ func devicesCommand() *cli.Command {
 			}
 			devs, err := opencl.Devices()
 			if err != nil {
-				if hint := opencl.RegisterHint(); hint != "" {
+				if hint := loaderICD().RegisterHint(); hint != "" {
 					fmt.Fprint(os.Stderr, hint)
 				}
 				return err
@@ -148,7 +148,7 @@ func devicesCommand() *cli.Command {
 				gpu = gpu || d.Type == "GPU"
 			}
 			if !gpu {
-				fmt.Fprint(os.Stderr, opencl.RegisterHint())
+				fmt.Fprint(os.Stderr, loaderICD().RegisterHint())
 			}
 			return nil
 		},

@@ -4,8 +4,10 @@
 // the devices: "all" (the default) or a comma-separated list of selectors
 // as opencl.SelectDevices takes them ("pocl,llvmpipe", "0").
 //
-// Importing it sets RUSTICL_ENABLE=llvmpipe where RUSTICL_ENABLE is unset:
-// rusticl offers no device otherwise. Only tests import it.
+// Importing it sets RUSTICL_ENABLE=llvmpipe where RUSTICL_ENABLE is unset
+// (rusticl offers no device otherwise), and has OpenCL open the library
+// GLINT_OPENCL_LIB names, as the generate command does. Only tests import
+// it.
 package cltest
 
 import (
@@ -15,12 +17,14 @@ import (
 	"testing"
 
 	"github.com/glint-llm/glint/backend/opencl"
+	"github.com/glint-llm/glint/backend/opencl/cl"
 )
 
 func init() {
 	if _, ok := os.LookupEnv("RUSTICL_ENABLE"); !ok {
 		os.Setenv("RUSTICL_ENABLE", "llvmpipe")
 	}
+	cl.SetLibrary(os.Getenv(cl.LibEnv))
 }
 
 // Devices returns the selected devices. It skips t, with a one-line

@@ -8,9 +8,9 @@
 // caller can check how much traffic a token costs.
 //
 // The library is not linked: Load (which Platforms calls) opens
-// libOpenCL.so.1, or $GLINT_OPENCL_LIB, with dlopen, so a program that
-// uses only the CPU runs where no OpenCL loader is installed, and one that
-// asks for OpenCL there is told what to install.
+// libOpenCL.so.1, or the library SetLibrary names, with dlopen, so a
+// program that uses only the CPU runs where no OpenCL loader is installed,
+// and one that asks for OpenCL there is told what to install.
 package cl
 
 /*
@@ -192,15 +192,15 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
-// LibEnv names the environment variable that overrides the OpenCL library
-// Load opens (a file name the dynamic loader searches for, or a path).
+// LibEnv names the environment variable through which programs (cmd/generate,
+// the tests) name the library for SetLibrary; this package reads no
+// environment itself.
 const LibEnv = "GLINT_OPENCL_LIB"
 
 // DefaultLib is the OpenCL ICD loader's soname.
@@ -219,18 +219,33 @@ func (e libError) Is(target error) bool { return target == ErrNoLibrary }
 var (
 	loadOnce sync.Once
 	loadErr  error
+
+	libMu   sync.Mutex
+	library = DefaultLib
 )
 
-// Load opens the OpenCL library (, else libOpenCL.so.1)
+// SetLibrary names the OpenCL library Load opens: a file name the dynamic
+// loader searches for, or a path; "" is DefaultLib. It counts only before
+// the first Load, since an opened library stays for the life of the
+// process.
+func SetLibrary(name string) {
+	if name == "" {
+		name = DefaultLib
+	}
+	libMu.Lock()
+	library = name
+	libMu.Unlock()
+}
+
+// Load opens the OpenCL library (SetLibrary's, else libOpenCL.so.1)
 // once and finds its entry points. Platforms calls it, so nothing else
 // needs to; it is exported so that a caller can ask whether OpenCL is
 // there at all.
 func Load() error {
 	loadOnce.Do(func() {
-		lib := os.Getenv(LibEnv)
-		if lib == "" {
-			lib = DefaultLib
-		}
+		libMu.Lock()
+		lib := library
+		libMu.Unlock()
 		loadErr = load(lib)
 	})
 	return loadErr
