@@ -1,0 +1,137 @@
+// What simd.c and the kernel files by family (simd_float.c, simd_acts.c,
+// simd_q4x8.c, simd_q32.c, simd_kquant.c, simd_iq4.c) share: the f16
+// table, the helpers more than one family uses (static inline, so each file
+// gets its own copy), and the kernels simd.c's table dispatches to.
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "simd.h"
+#include "simd_common.h"
+
+// f16tab maps every half-precision bit pattern to float (filled by
+// glint_simd_init), so that a block scale costs one load that vbroadcastss
+// takes straight from memory: a scalar vcvtph2ps plus a register broadcast
+// would spend two uops of the shuffle port, which unpacking the weights
+// already saturates.
+extern float glint_f16tab[65536];
+#define f16tab glint_f16tab
+
+// DECODE_KMAX bounds k for the per-call activation layouts of the K-quant
+// decode kernels (simd_kquant.c), which live on the (C) stack: about 2k
+// bytes.
+#define DECODE_KMAX 16384
+
+// pf_pass serves kernels that read R rows together, block by block (bb
+// bytes each, row r's block b at w + r·rowBytes + b·bb), by prefetching the
+// next pass, the R rows that follow. Short rows are too short a stream each
+// for the hardware prefetchers to pick up, so there row r's block b asks for
+// slice R·b + r of the next pass (and the line after it), which fetches the
+// next pass's R·rowBytes bytes as one run in storage order: asking for the
+// same block R rows on instead (R streams a rowBytes apart) left a thread
+// at a third to a half of memory's speed on Zen 4 (BenchmarkKernelsDRAM,
+// Q4_0 and Q6_K 8192×2048, 8 GB/s against 16–20). Long rows keep the R
+// streams, where the run would be fetched too far ahead.
+#define PASS_RUN_MAX (12 << 10)
+INLINE void pf_pass(const uint8_t *w, size_t rowBytes, int R, int b, int r, size_t bb) {
+	const uint8_t *next = w + (size_t)R * rowBytes;
+	if ((size_t)R * rowBytes > PASS_RUN_MAX) {
+		_mm_prefetch((const char *)(next + r * rowBytes + (size_t)b * bb), _MM_HINT_T0);
+		_mm_prefetch((const char *)(next + r * rowBytes + (size_t)b * bb + 64), _MM_HINT_T0);
+		return;
+	}
+	const char *p = (const char *)(next + ((size_t)R * b + r) * bb);
+	for (size_t i = 0; i < bb + 64; i += 64) {
+		_mm_prefetch(p + i, _MM_HINT_T0);
+	}
+}
+
+
+INLINE A2 int hsum8i(__m256i v) {
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+	return _mm_cvtsi128_si32(s);
+}
+
+// q4_unpack returns the 32 nibbles of a Q4_0 block in element order as
+// unsigned bytes: byte j holds element j (low nibble) and j+16 (high), so the
+// 16 bytes go to both 128-bit lanes and the upper lane shifts by 4.
+INLINE A2 __m256i q4_unpack(const uint8_t *qs) {
+	__m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+	v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// fma1 is fmaf(a, b, c), one rounding, as the reference's fmaf.
+INLINE A2 float fma1(float a, float b, float c) {
+	return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// lane_fma is acc + d·(float)is per lane, one rounding each.
+INLINE A2 __m256 lane_fma(float d, __m256i is, __m256 acc) {
+	return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(is), acc);
+}
+
+// fold8 adds the two 256-bit halves of v: the lanes of two chunks.
+INLINE A5 __m256i fold8(__m512i v) {
+	return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// kvalues_iq4nl, the 16 levels of IQ4_NL and IQ4_XS, as a pshufb table.
+INLINE A2 __m256i iq4_table(void) {
+	return _mm256_broadcastsi128_si256(
+	    _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+
+// The quantised kernels simd.c dispatches to: over rows lo…hi-1 of every
+// token (see glint_matmat_q for the arguments).
+void matmat_q4_vnni(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,
+                    size_t rowBytes, int lo, int hi, float *dst, int m);
+void matmat_q4_avx2(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,
+                    size_t rowBytes, int lo, int hi, float *dst, int m);
+#define QMATMATX_DECL(name)                                                                                 \
+	void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k, const uint8_t *w, \
+	          size_t rowBytes, int lo, int hi, float *dst, int m);
+QMATMATX_DECL(matmat_q5_0_avx2)
+QMATMATX_DECL(matmat_q4_1_avx2)
+QMATMATX_DECL(matmat_q5_1_avx2)
+QMATMATX_DECL(matmat_iq4nl_avx2)
+QMATMATX_DECL(matmat_q5_0_vnni)
+QMATMATX_DECL(matmat_q4_1_vnni)
+QMATMATX_DECL(matmat_q5_1_vnni)
+QMATMATX_DECL(matmat_iq4nl_vnni)
+QMATMATX_DECL(matmat_q40l_avx2)
+QMATMATX_DECL(matmat_q40l_vnni)
+QMATMATX_DECL(matmat_q8_0_avx2)
+QMATMATX_DECL(matmat_q8_0_vnni)
+void matmat_q8_avx2(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                    float *dst, int m);
+void matmat_q8_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                    float *dst, int m);
+void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const float *xs, int k, const uint8_t *w,
+                     size_t rowBytes, int lo, int hi, float *dst);
+void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const int16_t *bs, int n, int k, const uint8_t *w,
+                    size_t rowBytes, int lo, int hi, float *dst, int m);
+void matvec_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int k, const uint8_t *w,
+                    size_t rowBytes, int lo, int hi, float *dst);
+int matmat_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int n, int k, const uint8_t *w,
+                   size_t rowBytes, int lo, int hi, float *dst, int m);
+void matvec_q6k_512(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                    float *dst);
+void matvec_q6k_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                     float *dst);
+int matmat_q6k_512(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                   float *dst, int m);
+int matmat_q6k_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                    float *dst, int m);
+void matvec_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int k, const uint8_t *w,
+                     size_t rowBytes, int lo, int hi, float *dst);
+int matmat_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int n, int k, const uint8_t *w,
+                    size_t rowBytes, int lo, int hi, float *dst, int m);
+void matvec_iq4xs_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
+                       float *dst);
+int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
+                      int hi, float *dst, int m);
+
