@@ -593,7 +593,7 @@ static AB void bf16_rows(int order, const uint16_t *x, int n, int k, const uint8
 	bf16_tiny_rows(T_BF16, x, n, k, w, rowBytes, lo, hi, dst, m);
 }
 
-static void matmat_chunk(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k,
+static void matmat_chunk(glint_level level, int order, int type, const float *x, const uint16_t *xh, int n, int k,
                          const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	if (order == S_VECBF || order == S_TINYBF) {
 		bf16_rows(order, xh, n, k, w, rowBytes, lo, hi, dst, m);
@@ -603,7 +603,7 @@ static void matmat_chunk(int level, int order, int type, const float *x, const u
 		x = (const float *)xh;
 		type = T_F16H;
 	}
-	if (level >= 2) {
+	if (level >= GLINT_AVX512) {
 		int done;
 		switch (type) {
 		case T_F32: done = float16_f32(order, x, n, k, w, rowBytes, lo, hi, dst, m); break;
@@ -622,7 +622,7 @@ static void matmat_chunk(int level, int order, int type, const float *x, const u
 	}
 }
 
-void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
+void glint_matmat(glint_level level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
                   size_t rowBytes, glint_rows rows, float *dst, int m) {
 	for (int lo, hi; glint_claim(&rows, &lo, &hi);) {
 		matmat_chunk(level, order, type, x, xh, n, k, w, rowBytes, lo, hi, dst, m);

@@ -135,3 +135,30 @@ void matvec_iq4xs_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w
 int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
                       int hi, float *dst, int m);
 
+// glint_qargs holds a quantised matmul's operands (glint_matmat_q's
+// arguments, rows apart).
+typedef struct {
+	int type;
+	const int8_t *q;
+	const float *d;
+	const int32_t *c;
+	const float *s;
+	const int16_t *bs;
+	int n, k;
+	const uint8_t *w;
+	size_t rowBytes;
+	float *dst;
+	int m;
+} glint_qargs;
+
+// A glint_qkernel computes rows lo…hi-1 of every token of a and reports 1,
+// or declines, having done nothing, and reports 0.
+typedef int (*glint_qkernel)(const glint_qargs *a, int lo, int hi);
+
+// glint_qkernels are a weight type's kernels at one level, by the number
+// of tokens (see qtab in simd.c); NULL where the next slot serves.
+typedef struct {
+	glint_qkernel decode;  // one token
+	glint_qkernel tokens;  // up to GLINT_DECODE_TOKENS
+	glint_qkernel prefill; // any number
+} glint_qkernels;

@@ -216,9 +216,9 @@ Q4X8_TILE(q4x8_tile_vnni, A3, q4x8_mac_vnni, q4x8_widen_vnni, 2)
 static Q4X8_MATMAT(matmat_q4x8_avx2, A2, q4x8_tile)
 static Q4X8_MATMAT(matmat_q4x8_vnni, A3, q4x8_tile_vnni)
 
-void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
+void glint_matmat_q4_0_x8(glint_level level, const int8_t *q, const float *xd, const int32_t *xc, int n, int k,
                           const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst, int m) {
 	for (int lo, hi; glint_claim(&rows, &lo, &hi);) {
-		(level >= 3 ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
+		(level >= GLINT_VNNI ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }
