@@ -42,102 +42,36 @@ A2 void glint_simd_init(void) {
 // Every kernel gives the same bits (TestMatMulLevelsBitExact), so the
 // table chooses speed alone.
 
-// The table's kernels over the family files' (simd_kernels.h), one
-// signature for all: K is the kernel, A its arguments from glint_qargs a.
-#define QK(name, K, ...)                                 \
-	static int name(const glint_qargs *a, int lo, int hi) { \
-		K(__VA_ARGS__);                                  \
-		return 1;                                        \
-	}
-#define QK_DECLINES(name, K, ...) \
-	static int name(const glint_qargs *a, int lo, int hi) { return K(__VA_ARGS__); }
-// The argument lists of the kernel shapes.
-#define ROWS a->n, a->k, a->w, a->rowBytes, lo, hi, a->dst, a->m
-#define VROWS a->k, a->w, a->rowBytes, lo, hi, a->dst
-#define LANES(pairs) pairs, a->q, a->d, a->s, ROWS
-
-// Q4_0 matrices of a multiple of 8 rows in ggml's repacked order (the
-// backend interleaves such weights, glint_matmat_q4_0_x8: this is a Q4_0
-// tensor it did not load); other Q4_0 matrices in lanes, as Q5_0
-// (quant.go, dotQ).
-QK(q4_0_avx2, matmat_q4_avx2, a->q, a->d, a->c, ROWS)
-QK(q4_0_vnni, matmat_q4_vnni, a->q, a->d, a->c, ROWS)
-QK(q4_0l_avx2, matmat_q40l_avx2, LANES(0))
-QK(q4_0l_vnni, matmat_q40l_vnni, LANES(0))
-// The 32-element types in lanes: one token at VNNI by matvec_q32_vnni,
-// else the QMATMATX tiles, which read each weight block once for up to
-// four tokens.
-QK(q32_vec_vnni, matvec_q32_vnni, a->type, a->q, a->d, a->s, VROWS)
-QK(q5_0_avx2, matmat_q5_0_avx2, LANES(0))
-QK(q5_0_vnni, matmat_q5_0_vnni, LANES(0))
-QK(q4_1_avx2, matmat_q4_1_avx2, LANES(0))
-QK(q4_1_vnni, matmat_q4_1_vnni, LANES(0))
-QK(q5_1_avx2, matmat_q5_1_avx2, LANES(0))
-QK(q5_1_vnni, matmat_q5_1_vnni, LANES(0))
-// IQ4_NL: ggml's decode alternates two accumulators (pairs); its prefill
-// (llamafile) keeps one (quant_lanes.go).
-QK(iq4nl_vec_avx2, matmat_iq4nl_avx2, LANES(1))
-QK(iq4nl_avx2, matmat_iq4nl_avx2, LANES(0))
-QK(iq4nl_vnni, matmat_iq4nl_vnni, LANES(0))
-// Q8_0: a prompt takes the prefill tiles (Q8MATMAT), a decode QMATMATX's.
-QK(q8_0_avx2, matmat_q8_0_avx2, LANES(0))
-QK(q8_0_vnni, matmat_q8_0_vnni, LANES(0))
-QK(q8_0_prefill_avx2, matmat_q8_avx2, a->q, a->d, ROWS)
-QK(q8_0_prefill_vnni, matmat_q8_vnni, a->q, a->d, ROWS)
-// K-quants and IQ4_XS: matmat_kq_avx2 takes every type at AVX2, and
-// whatever the AVX-512 kernels decline.
-QK(kq_avx2, matmat_kq_avx2, a->type, a->q, a->d, a->bs, ROWS)
-static int q45k_vec_512(const glint_qargs *a, int lo, int hi) {
-	if (a->k > DECODE_KMAX) {
-		return 0;
-	}
-	matvec_q4k_512(a->type == T_Q5_K, a->q, a->d, a->bs, VROWS);
-	return 1;
-}
-static int q23k_vec_512(const glint_qargs *a, int lo, int hi) {
-	if (a->k > DECODE_KMAX) {
-		return 0;
-	}
-	matvec_q23k_512(a->type == T_Q3_K, a->q, a->d, a->bs, VROWS);
-	return 1;
-}
-QK_DECLINES(q45k_512, matmat_q4k_512, a->type == T_Q5_K, a->q, a->d, a->bs, ROWS)
-QK_DECLINES(q23k_512, matmat_q23k_512, a->type == T_Q3_K, a->q, a->d, a->bs, ROWS)
-QK(q6k_vec_512, matvec_q6k_512, a->q, a->d, VROWS)
-QK(q6k_vec_vnni, matvec_q6k_vnni, a->q, a->d, VROWS)
-QK_DECLINES(q6k_512, matmat_q6k_512, a->q, a->d, ROWS)
-QK_DECLINES(q6k_vnni, matmat_q6k_vnni, a->q, a->d, ROWS)
-QK(iq4xs_vec_vnni, matvec_iq4xs_vnni, a->q, a->d, VROWS)
-QK_DECLINES(iq4xs_vnni, matmat_iq4xs_vnni, a->q, a->d, ROWS)
-
 // A row of the table: the same kernels at every level from AVX2
-// (ALL), from AVX-512 or VNNI on (the levels below as AVX2's).
+// (ALL), from AVX-512 or VNNI on (the levels below as AVX2's); a row's later
+// entries override its earlier ones.
 #define AT(l, d, t, p) [l] = {d, t, p}
-#define ALL(d, t, p) AT(GLINT_AVX2, d, t, p), AT(GLINT_AVX512, d, t, p), AT(GLINT_VNNI, d, t, p), AT(GLINT_VBMI, d, t, p)
-#define FROM_AVX512(d, t, p) AT(GLINT_AVX512, d, t, p), AT(GLINT_VNNI, d, t, p), AT(GLINT_VBMI, d, t, p)
 #define FROM_VNNI(d, t, p) AT(GLINT_VNNI, d, t, p), AT(GLINT_VBMI, d, t, p)
+#define FROM_AVX512(d, t, p) AT(GLINT_AVX512, d, t, p), AT(GLINT_VNNI, d, t, p), AT(GLINT_VBMI, d, t, p)
+#define ALL(d, t, p) AT(GLINT_AVX2, d, t, p), FROM_AVX512(d, t, p)
 // A 32-element type in lanes, name its QMATMATX kernels.
-#define LANES_ROW(name) {ALL(NULL, NULL, name##_avx2), FROM_VNNI(q32_vec_vnni, NULL, name##_vnni)}
+#define LANES_ROW(name) {ALL(NULL, NULL, qk_##name##_avx2), FROM_VNNI(qk_q32_vec_vnni, NULL, qk_##name##_vnni)}
 
 static const glint_qkernels qtab[T_IQ4_XS + 1][GLINT_LEVELS] = {
-    [T_Q4_0] = {ALL(NULL, NULL, q4_0_avx2), FROM_VNNI(NULL, NULL, q4_0_vnni)},
+    [T_Q4_0] = {ALL(NULL, NULL, qk_q4_0_avx2), FROM_VNNI(NULL, NULL, qk_q4_0_vnni)},
     [T_Q5_0] = LANES_ROW(q5_0),
     [T_Q4_1] = LANES_ROW(q4_1),
     [T_Q5_1] = LANES_ROW(q5_1),
-    [T_IQ4_NL] = {ALL(iq4nl_vec_avx2, NULL, iq4nl_avx2), FROM_VNNI(q32_vec_vnni, NULL, iq4nl_vnni)},
-    [T_Q8_0] = {ALL(NULL, q8_0_avx2, q8_0_prefill_avx2), FROM_VNNI(NULL, q8_0_vnni, q8_0_prefill_vnni)},
-    [T_Q2_K] = {ALL(NULL, NULL, kq_avx2), FROM_AVX512(q23k_vec_512, NULL, q23k_512)},
-    [T_Q3_K] = {ALL(NULL, NULL, kq_avx2), FROM_AVX512(q23k_vec_512, NULL, q23k_512)},
-    [T_Q4_K] = {ALL(NULL, NULL, kq_avx2), FROM_AVX512(q45k_vec_512, NULL, q45k_512)},
-    [T_Q5_K] = {ALL(NULL, NULL, kq_avx2), FROM_AVX512(q45k_vec_512, NULL, q45k_512)},
-    [T_Q6_K] = {ALL(NULL, NULL, kq_avx2), AT(GLINT_AVX512, q6k_vec_512, NULL, q6k_512),
-                FROM_VNNI(q6k_vec_vnni, NULL, q6k_vnni)},
-    [T_IQ4_XS] = {ALL(NULL, NULL, kq_avx2), FROM_VNNI(iq4xs_vec_vnni, NULL, iq4xs_vnni)},
+    [T_IQ4_NL] = {ALL(qk_iq4nl_vec_avx2, NULL, qk_iq4nl_avx2), FROM_VNNI(qk_q32_vec_vnni, NULL, qk_iq4nl_vnni)},
+    [T_Q8_0] = {ALL(NULL, qk_q8_0_avx2, qk_q8_0_prefill_avx2), FROM_VNNI(NULL, qk_q8_0_vnni, qk_q8_0_prefill_vnni)},
+    [T_Q2_K] = {ALL(NULL, NULL, qk_kq_avx2), FROM_AVX512(qk_q23k_vec_512, NULL, qk_q23k_512)},
+    [T_Q3_K] = {ALL(NULL, NULL, qk_kq_avx2), FROM_AVX512(qk_q23k_vec_512, NULL, qk_q23k_512)},
+    [T_Q4_K] = {ALL(NULL, NULL, qk_kq_avx2), FROM_AVX512(qk_q45k_vec_512, NULL, qk_q45k_512)},
+    [T_Q5_K] = {ALL(NULL, NULL, qk_kq_avx2), FROM_AVX512(qk_q45k_vec_512, NULL, qk_q45k_512)},
+    [T_Q6_K] = {ALL(NULL, NULL, qk_kq_avx2), AT(GLINT_AVX512, qk_q6k_vec_512, NULL, qk_q6k_512),
+                FROM_VNNI(qk_q6k_vec_vnni, NULL, qk_q6k_vnni)},
+    [T_IQ4_XS] = {ALL(NULL, NULL, qk_kq_avx2), FROM_VNNI(qk_iq4xs_vec_vnni, NULL, qk_iq4xs_vnni)},
 };
 
-// Q4_0 in lanes (matrices whose rows are not a multiple of 8, see above).
+// Q4_0 in lanes: matrices whose rows are not a multiple of 8 (quant.go,
+// dotQ), which ggml does not repack.
 static const glint_qkernels q4_0_lanes[GLINT_LEVELS] = {
-    ALL(NULL, NULL, q4_0l_avx2), FROM_VNNI(q32_vec_vnni, NULL, q4_0l_vnni)};
+    ALL(NULL, NULL, qk_q4_0l_avx2), FROM_VNNI(qk_q32_vec_vnni, NULL, qk_q4_0l_vnni)};
 
 // run tries the kernels of ks from slot first on, reporting whether one
 // did the work.

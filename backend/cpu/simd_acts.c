@@ -23,7 +23,11 @@ INLINE A2 __m256i pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
 // (vcvtps2dq rounds half to even under the default MXCSR mode, as
 // math.RoundToEven does), so the quantised values are bit-identical to the
 // Go reference; simd_test.go checks that directly.
-static A2 void quantize_q8_0_avx2(const float *x, int k, int off, int8_t *q, float *d, int32_t *c) {
+// quantize_q8_32 quantises k floats in blocks of 32 into q and the blocks'
+// f16-rounded scales d, and per block either (c not NULL, Q8_0) c = −off·Σq
+// or (Q8_1) s = f16((amax/127)·Σq), dtype.Q8_1Sum: the float32 product of
+// the scale before its f16 rounding and the exact sum.
+INLINE A2 void quantize_q8_32(const float *x, int k, int off, int8_t *q, float *d, int32_t *c, float *s) {
 	const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
 	for (int b = 0; b < k / 32; b++) {
 		const float *xb = x + 32 * b;
@@ -35,34 +39,11 @@ static A2 void quantize_q8_0_avx2(const float *x, int k, int off, int8_t *q, flo
 		if (amax == 0) {
 			memset(q + 32 * b, 0, 32);
 			d[b] = 0;
-			c[b] = 0;
-			continue;
-		}
-		d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-		__m256 id = _mm256_set1_ps(127.0f / amax);
-		__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
-		__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
-		c[b] = -off * hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
-		_mm256_storeu_si256((__m256i *)(q + 32 * b), pack32(i0, i1, i2, i3));
-	}
-}
-
-// quantize_q8_1_avx2 is quantize_q8_0_avx2 (q and d) plus each block's
-// s = f16((amax/127)·Σq), dtype.Q8_1Sum: the float32 product of the scale
-// before its f16 rounding and the exact sum.
-static A2 void quantize_q8_1_avx2(const float *x, int k, int8_t *q, float *d, float *s) {
-	const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-	for (int b = 0; b < k / 32; b++) {
-		const float *xb = x + 32 * b;
-		__m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
-		__m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
-		__m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs), _mm256_and_ps(v1, abs)),
-		                         _mm256_max_ps(_mm256_and_ps(v2, abs), _mm256_and_ps(v3, abs)));
-		float amax = hmax8(m);
-		if (amax == 0) {
-			memset(q + 32 * b, 0, 32);
-			d[b] = 0;
-			s[b] = 0;
+			if (c != NULL) {
+				c[b] = 0;
+			} else {
+				s[b] = 0;
+			}
 			continue;
 		}
 		float sc = amax / 127.0f;
@@ -71,7 +52,11 @@ static A2 void quantize_q8_1_avx2(const float *x, int k, int8_t *q, float *d, fl
 		__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
 		__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
 		int sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
-		s[b] = _cvtsh_ss(_cvtss_sh(sc * (float)sum, _MM_FROUND_TO_NEAREST_INT));
+		if (c != NULL) {
+			c[b] = -off * sum;
+		} else {
+			s[b] = _cvtsh_ss(_cvtss_sh(sc * (float)sum, _MM_FROUND_TO_NEAREST_INT));
+		}
 		_mm256_storeu_si256((__m256i *)(q + 32 * b), pack32(i0, i1, i2, i3));
 	}
 }
@@ -188,12 +173,12 @@ void glint_round_act(int type, const float *x, float *dst, uint16_t *bits, size_
 	}
 }
 
-void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c) {
-	quantize_q8_0_avx2(x, k, off, q, d, c);
+A2 void glint_quantize_q8_0(const float *x, int k, int off, int8_t *q, float *d, int32_t *c) {
+	quantize_q8_32(x, k, off, q, d, c, NULL);
 }
 
-void glint_quantize_q8_1(const float *x, int k, int8_t *q, float *d, float *s) {
-	quantize_q8_1_avx2(x, k, q, d, s);
+A2 void glint_quantize_q8_1(const float *x, int k, int8_t *q, float *d, float *s) {
+	quantize_q8_32(x, k, 0, q, d, NULL, s);
 }
 
 void glint_quantize_q8_k(const float *x, int k, int8_t *q, float *d, int16_t *bs) {

@@ -296,27 +296,32 @@ INLINE A2 void tiny_rows(int NA, int order, int type, const float *x, int n, int
 	}
 }
 
-#define FLOAT_KERNELS(name, type)                                                                               \
-	static A2 void name(int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, \
-	                    float *dst, int m) {                                                                     \
-		switch (order) {                                                                                      \
-		case S_VEC8: vec_dot_rows(4, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;               \
-		case S_VEC16:                                                                                         \
-			if (type == T_BF16) {                                                                             \
-				vec_dot_rows(4, order, type, x, n, k, w, rowBytes, lo, hi, dst, m);                           \
-			} else {                                                                                          \
-				vec_dot_rows(8, order, type, x, n, k, w, rowBytes, lo, hi, dst, m);                           \
-			}                                                                                                 \
-			break;                                                                                            \
-		case S_TINY8: tiny_rows(1, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;                 \
-		default: tiny_rows(2, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;                      \
-		}                                                                                                     \
+// float_rows computes rows lo…hi-1 of every token in the order order,
+// for weights of type type: a constant in each of the functions below, so
+// that each type gets kernels of its own.
+INLINE A2 void float_rows(int type, int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
+                          int lo, int hi, float *dst, int m) {
+	switch (order) {
+	case S_VEC8: vec_dot_rows(4, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+	case S_VEC16:
+		if (type == T_BF16) {
+			vec_dot_rows(4, order, type, x, n, k, w, rowBytes, lo, hi, dst, m);
+		} else {
+			vec_dot_rows(8, order, type, x, n, k, w, rowBytes, lo, hi, dst, m);
+		}
+		break;
+	case S_TINY8: tiny_rows(1, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;
+	default: tiny_rows(2, order, type, x, n, k, w, rowBytes, lo, hi, dst, m); break;
 	}
-FLOAT_KERNELS(float_f32, T_F32)
-FLOAT_KERNELS(float_f16, T_F16)
-FLOAT_KERNELS(float_bf16, T_BF16)
-FLOAT_KERNELS(float_f16h, T_F16H)
-#undef FLOAT_KERNELS
+}
+
+#define FLOAT_ARGS \
+	int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m
+#define FLOAT_PASS order, x, n, k, w, rowBytes, lo, hi, dst, m
+static A2 void float_f32(FLOAT_ARGS) { float_rows(T_F32, FLOAT_PASS); }
+static A2 void float_f16(FLOAT_ARGS) { float_rows(T_F16, FLOAT_PASS); }
+static A2 void float_bf16(FLOAT_ARGS) { float_rows(T_BF16, FLOAT_PASS); }
+static A2 void float_f16h(FLOAT_ARGS) { float_rows(T_F16H, FLOAT_PASS); }
 
 
 // ---------------------------------------------------------------- AVX-512: float weights
@@ -482,23 +487,23 @@ INLINE A5 void vec_dot_rows16(int type, const float *x, int n, int k, const uint
 	}
 }
 
-#define FLOAT_KERNELS16(name, type)                                                                           \
-	static A5 int name(int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi, \
-	                   float *dst, int m) {                                                                    \
-		if (order == S_TINY16) {                                                                              \
-			tiny_rows16(type, x, n, k, w, rowBytes, lo, hi, dst, m);                                          \
-			return 1;                                                                                         \
-		}                                                                                                     \
-		if (order == S_VEC16 && type != T_BF16 && rowBytes >= VEC16_ROWS) {                                  \
-			vec_dot_rows16(type, x, n, k, w, rowBytes, lo, hi, dst, m);                                       \
-			return 1;                                                                                         \
-		}                                                                                                     \
-		return 0;                                                                                             \
+// float_rows16 is float_rows for the orders that run in 512-bit vectors
+// (see above); it reports 0, having done nothing, for the others.
+INLINE A5 int float_rows16(int type, int order, const float *x, int n, int k, const uint8_t *w, size_t rowBytes,
+                           int lo, int hi, float *dst, int m) {
+	if (order == S_TINY16) {
+		tiny_rows16(type, x, n, k, w, rowBytes, lo, hi, dst, m);
+		return 1;
 	}
-FLOAT_KERNELS16(float16_f32, T_F32)
-FLOAT_KERNELS16(float16_f16, T_F16)
-FLOAT_KERNELS16(float16_bf16, T_BF16)
-#undef FLOAT_KERNELS16
+	if (order == S_VEC16 && type != T_BF16 && rowBytes >= VEC16_ROWS) {
+		vec_dot_rows16(type, x, n, k, w, rowBytes, lo, hi, dst, m);
+		return 1;
+	}
+	return 0;
+}
+static A5 int float16_f32(FLOAT_ARGS) { return float_rows16(T_F32, FLOAT_PASS); }
+static A5 int float16_f16(FLOAT_ARGS) { return float_rows16(T_F16, FLOAT_PASS); }
+static A5 int float16_bf16(FLOAT_ARGS) { return float_rows16(T_BF16, FLOAT_PASS); }
 
 // ---------------------------------------------------------------- AVX512_BF16: BF16 weights
 //

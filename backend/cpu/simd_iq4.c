@@ -22,18 +22,36 @@
 // is multiplied by its group's scale in int32, and the halves fold into the
 // block's eight lanes.
 
+// iq4xs_scales512 is block p's eight group scales ls_j − 32, as int32 in
+// the lower half.
+INLINE A3 __m512i iq4xs_scales512(const uint8_t *p) {
+	const __m256i lsh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), hsh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+	uint32_t sl;
+	memcpy(&sl, p + 4, 4);
+	__m256i ls = _mm256_or_si256(
+	    _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lsh), _mm256_set1_epi32(0xF)),
+	    _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(le16(p + 2)), hsh), _mm256_set1_epi32(3)), 4));
+	return _mm512_castsi256_si512(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)));
+}
+
+// iq4xs_scale_pair spreads the scales of groups 2j (lower half) and 2j+1
+// (upper) from lz (iq4xs_scales512).
+INLINE A3 __m512i iq4xs_scale_pair(__m512i lz, int j) {
+	return _mm512_permutexvar_epi32(_mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1), lz);
+}
+
+// iq4xs_unpack512 gives block p's groups 4h…4h+3 as two vectors of two
+// groups, levels biased by 128.
+INLINE A3 void iq4xs_unpack512(const uint8_t *p, int h, __m512i u[2]) {
+	const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+	const __m512i dup0 = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), dup1 = _mm512_setr_epi64(4, 5, 4, 5, 6, 7, 6, 7);
+	__m512i qv = _mm512_loadu_si512(p + 8 + 64 * h);
+	u[0] = _mm512_shuffle_epi8(iq4_table512(), _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi64(dup0, qv), sh), m4));
+	u[1] = _mm512_shuffle_epi8(iq4_table512(), _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi64(dup1, qv), sh), m4));
+}
+
 INLINE A3 void iq4xs_decode_rows(int R, const int8_t *q, const float *xd, int nb, const uint8_t *w, size_t rowBytes,
                                  float *out) {
-	const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-	const __m512i tab = _mm512_broadcast_i32x4(
-	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181,
-	                  (char)197, (char)217, (char)241));
-	const __m512i dup0 = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), dup1 = _mm512_setr_epi64(4, 5, 4, 5, 6, 7, 6, 7);
-	const __m256i lsh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), hsh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-	__m512i sidx[4];
-	for (int j = 0; j < 4; j++) {
-		sidx[j] = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
-	}
 	__m256 acc[4];
 	for (int r = 0; r < 4; r++) {
 		acc[r] = _mm256_setzero_ps();
@@ -51,22 +69,14 @@ INLINE A3 void iq4xs_decode_rows(int R, const int8_t *q, const float *xd, int nb
 		for (int r = 0; r < R; r++) {
 			const uint8_t *p = blk + r * rowBytes;
 			pf_pass(w, rowBytes, 4, b, r, 136);
-			uint32_t sl;
-			memcpy(&sl, p + 4, 4);
-			// ls_j − 32 for the eight groups, as int32.
-			__m256i ls = _mm256_or_si256(
-			    _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lsh), _mm256_set1_epi32(0xF)),
-			    _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(le16(p + 2)), hsh), _mm256_set1_epi32(3)), 4));
-			__m512i lz = _mm512_castsi256_si512(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)));
-			__m512i a = _mm512_setzero_si512();
+			__m512i lz = iq4xs_scales512(p), a = _mm512_setzero_si512();
 			for (int h = 0; h < 2; h++) {
-				__m512i qv = _mm512_loadu_si512(p + 8 + 64 * h);
+				__m512i u[2];
+				iq4xs_unpack512(p, h, u);
 				for (int i = 0; i < 2; i++) {
 					int j = 2 * h + i;
-					__m512i u = _mm512_permutexvar_epi64(i ? dup1 : dup0, qv);
-					u = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(u, sh), m4));
-					__m512i d = _mm512_dpbusd_epi32(c[j], u, x[j]);
-					a = _mm512_add_epi32(a, _mm512_mullo_epi32(d, _mm512_permutexvar_epi32(sidx[j], lz)));
+					__m512i d = _mm512_dpbusd_epi32(c[j], u[i], x[j]);
+					a = _mm512_add_epi32(a, _mm512_mullo_epi32(d, iq4xs_scale_pair(lz, j)));
 				}
 			}
 			acc[r] = lane_fma(f16tab[le16(p)] * dx, fold8(a), acc[r]);
@@ -77,7 +87,7 @@ INLINE A3 void iq4xs_decode_rows(int R, const int8_t *q, const float *xd, int nb
 	}
 }
 
-A3 void matvec_iq4xs_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo,
+static A3 void matvec_iq4xs_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo,
                                  int hi, float *dst) {
 	int nb = k / 256;
 	for (int o = lo; o < hi; o += 4) {
@@ -98,33 +108,17 @@ A3 void matvec_iq4xs_vnni(const int8_t *q, const float *xd, int k, const uint8_t
 // c128 + t*k/4.
 INLINE A3 void iq4xs_tile_tokens(int T, const int8_t *q, const int32_t *c128, int k, const float *dxT, int nb,
                                  const uint8_t *wr, float *out, size_t os) {
-	const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-	const __m512i tab = _mm512_broadcast_i32x4(
-	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181,
-	                  (char)197, (char)217, (char)241));
-	const __m512i dup0 = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), dup1 = _mm512_setr_epi64(4, 5, 4, 5, 6, 7, 6, 7);
-	const __m256i lsh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), hsh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
 	__m256 acc[4];
 	for (int t = 0; t < 4; t++) {
 		acc[t] = _mm256_setzero_ps();
 	}
 	for (int b = 0; b < nb; b++) {
 		const uint8_t *p = wr + (size_t)b * 136;
-		uint32_t sl;
-		memcpy(&sl, p + 4, 4);
-		__m256i ls = _mm256_or_si256(
-		    _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lsh), _mm256_set1_epi32(0xF)),
-		    _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(le16(p + 2)), hsh), _mm256_set1_epi32(3)), 4));
-		__m512i lz = _mm512_castsi256_si512(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)));
-		__m512i u[4], sv[4];
-		for (int h = 0; h < 2; h++) {
-			__m512i qv = _mm512_loadu_si512(p + 8 + 64 * h);
-			for (int i = 0; i < 2; i++) {
-				int j = 2 * h + i;
-				__m512i v = _mm512_permutexvar_epi64(i ? dup1 : dup0, qv);
-				u[j] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(v, sh), m4));
-				sv[j] = _mm512_permutexvar_epi32(_mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1), lz);
-			}
+		__m512i lz = iq4xs_scales512(p), u[4], sv[4];
+		iq4xs_unpack512(p, 0, u);
+		iq4xs_unpack512(p, 1, u + 2);
+		for (int j = 0; j < 4; j++) {
+			sv[j] = iq4xs_scale_pair(lz, j);
 		}
 		float dw = f16tab[le16(p)];
 		for (int t = 0; t < T; t++) {
@@ -145,7 +139,7 @@ INLINE A3 void iq4xs_tile_tokens(int T, const int8_t *q, const int32_t *c128, in
 
 // matmat_iq4xs_vnni runs iq4xs_tile_tokens over tiles of 4 tokens (see
 // matmat_q4k_512), computing each tile's bias terms once.
-A3 int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,
+static A3 int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,
                                 int lo, int hi, float *dst, int m) {
 	int nb = k / 256;
 	size_t cn = (size_t)4 * k, dn = (size_t)16 * nb;
@@ -183,3 +177,7 @@ A3 int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, const u
 	free(buf);
 	return 1;
 }
+
+// The table's kernels (simd.c); matmat_kq_avx2 takes what these decline.
+QK(qk_iq4xs_vec_vnni, matvec_iq4xs_vnni, a->q, a->d, QK_VROWS)
+QK_DECLINES(qk_iq4xs_vnni, matmat_iq4xs_vnni, a->q, a->d, QK_ROWS)

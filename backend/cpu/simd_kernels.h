@@ -85,56 +85,6 @@ INLINE A2 __m256i iq4_table(void) {
 	    _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
 }
 
-// The quantised kernels simd.c dispatches to: over rows lo…hi-1 of every
-// token (see glint_matmat_q for the arguments).
-void matmat_q4_vnni(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,
-                    size_t rowBytes, int lo, int hi, float *dst, int m);
-void matmat_q4_avx2(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,
-                    size_t rowBytes, int lo, int hi, float *dst, int m);
-#define QMATMATX_DECL(name)                                                                                 \
-	void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k, const uint8_t *w, \
-	          size_t rowBytes, int lo, int hi, float *dst, int m);
-QMATMATX_DECL(matmat_q5_0_avx2)
-QMATMATX_DECL(matmat_q4_1_avx2)
-QMATMATX_DECL(matmat_q5_1_avx2)
-QMATMATX_DECL(matmat_iq4nl_avx2)
-QMATMATX_DECL(matmat_q5_0_vnni)
-QMATMATX_DECL(matmat_q4_1_vnni)
-QMATMATX_DECL(matmat_q5_1_vnni)
-QMATMATX_DECL(matmat_iq4nl_vnni)
-QMATMATX_DECL(matmat_q40l_avx2)
-QMATMATX_DECL(matmat_q40l_vnni)
-QMATMATX_DECL(matmat_q8_0_avx2)
-QMATMATX_DECL(matmat_q8_0_vnni)
-void matmat_q8_avx2(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                    float *dst, int m);
-void matmat_q8_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                    float *dst, int m);
-void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const float *xs, int k, const uint8_t *w,
-                     size_t rowBytes, int lo, int hi, float *dst);
-void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const int16_t *bs, int n, int k, const uint8_t *w,
-                    size_t rowBytes, int lo, int hi, float *dst, int m);
-void matvec_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int k, const uint8_t *w,
-                    size_t rowBytes, int lo, int hi, float *dst);
-int matmat_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int n, int k, const uint8_t *w,
-                   size_t rowBytes, int lo, int hi, float *dst, int m);
-void matvec_q6k_512(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                    float *dst);
-void matvec_q6k_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                     float *dst);
-int matmat_q6k_512(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                   float *dst, int m);
-int matmat_q6k_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                    float *dst, int m);
-void matvec_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int k, const uint8_t *w,
-                     size_t rowBytes, int lo, int hi, float *dst);
-int matmat_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int n, int k, const uint8_t *w,
-                    size_t rowBytes, int lo, int hi, float *dst, int m);
-void matvec_iq4xs_vnni(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo, int hi,
-                       float *dst);
-int matmat_iq4xs_vnni(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, int lo,
-                      int hi, float *dst, int m);
-
 // glint_qargs holds a quantised matmul's operands (glint_matmat_q's
 // arguments, rows apart).
 typedef struct {
@@ -162,3 +112,63 @@ typedef struct {
 	glint_qkernel tokens;  // up to GLINT_DECODE_TOKENS
 	glint_qkernel prefill; // any number
 } glint_qkernels;
+
+// iq4_table512 is iq4_table's levels biased by 128 (1…241, unsigned, for
+// vpdpbusd) in every 128-bit lane.
+INLINE A5 __m512i iq4_table512(void) {
+	return _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153,
+	                                            (char)166, (char)181, (char)197, (char)217, (char)241));
+}
+
+// QK defines name, a glint_qkernel that runs K(...) and reports 1 (the
+// arguments from a, lo and hi); QK_DECLINES one that reports what K does.
+// The family files define their table kernels so, calling their own
+// static kernels with literal arguments, which GCC then specialises.
+#define QK(name, K, ...)                                 \
+	int name(const glint_qargs *a, int lo, int hi) { \
+		K(__VA_ARGS__);                                  \
+		return 1;                                        \
+	}
+#define QK_DECLINES(name, K, ...) \
+	int name(const glint_qargs *a, int lo, int hi) { return K(__VA_ARGS__); }
+// The argument lists of the kernels' shapes: rows of every token (QK_ROWS),
+// of one token (QK_VROWS), of the 32-element tiles in lanes (QK_LANES).
+#define QK_ROWS a->n, a->k, a->w, a->rowBytes, lo, hi, a->dst, a->m
+#define QK_VROWS a->k, a->w, a->rowBytes, lo, hi, a->dst
+#define QK_LANES(pairs) pairs, a->q, a->d, a->s, QK_ROWS
+
+// The table's kernels, by family file.
+#define QK_DECL(name) int name(const glint_qargs *a, int lo, int hi);
+// simd_q4x8.c: Q4_0 matrices of a multiple of 8 rows, as they lie.
+QK_DECL(qk_q4_0_avx2)
+QK_DECL(qk_q4_0_vnni)
+// simd_q32.c: the 32-element types in lanes.
+QK_DECL(qk_q32_vec_vnni)
+QK_DECL(qk_q4_0l_avx2)
+QK_DECL(qk_q4_0l_vnni)
+QK_DECL(qk_q5_0_avx2)
+QK_DECL(qk_q5_0_vnni)
+QK_DECL(qk_q4_1_avx2)
+QK_DECL(qk_q4_1_vnni)
+QK_DECL(qk_q5_1_avx2)
+QK_DECL(qk_q5_1_vnni)
+QK_DECL(qk_iq4nl_vec_avx2)
+QK_DECL(qk_iq4nl_avx2)
+QK_DECL(qk_iq4nl_vnni)
+QK_DECL(qk_q8_0_avx2)
+QK_DECL(qk_q8_0_vnni)
+QK_DECL(qk_q8_0_prefill_avx2)
+QK_DECL(qk_q8_0_prefill_vnni)
+// simd_kquant.c: the K-quants, and IQ4_XS at AVX2.
+QK_DECL(qk_kq_avx2)
+QK_DECL(qk_q45k_vec_512)
+QK_DECL(qk_q45k_512)
+QK_DECL(qk_q23k_vec_512)
+QK_DECL(qk_q23k_512)
+QK_DECL(qk_q6k_vec_512)
+QK_DECL(qk_q6k_vec_vnni)
+QK_DECL(qk_q6k_512)
+QK_DECL(qk_q6k_vnni)
+// simd_iq4.c: IQ4_XS at VNNI.
+QK_DECL(qk_iq4xs_vec_vnni)
+QK_DECL(qk_iq4xs_vnni)

@@ -333,7 +333,7 @@ INLINE A2 void iq4xs_lanes(int T, const int8_t *q, const float *xd, const int16_
 // memory serves the further tiles from L1. The first tile prefetches two
 // rows ahead, for n > 1 as for decode: several tokens' arithmetic per block
 // leaves the memory stalls uncovered all the more.
-A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
+static A2 void matmat_kq_avx2(int ty, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
                               const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	int nb = k / 256;
 	int rb = rowBytes >= 16384 ? 1 : (int)(16384 / rowBytes);
@@ -509,7 +509,7 @@ INLINE A5 void q4k_decode_rows(int R, int five, const int8_t *xr, const int16_t 
 // elements: 0-31, 64-95, 32-63, 96-127, the order of the nibble groups) and
 // the pair sums of the group sums, then runs it over the rows four at a
 // time.
-A5 void matvec_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int k, const uint8_t *w,
+static A5 void matvec_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int k, const uint8_t *w,
                               size_t rowBytes, int lo, int hi, float *dst) {
 	int nb = k / 256;
 	int8_t xr[k + 64] __attribute__((aligned(64)));
@@ -633,7 +633,7 @@ Q6K_DECODE(q6k_decode_rows, A5, q6k_mac_512, q6k_corr_512, q6k_sctl_512)
 Q6K_DECODE(q6k_decode_rows_vnni, A3, q6k_mac_vnni, q6k_corr_vnni, q6k_sctl_vnni)
 
 #define Q6K_MATVEC(name, attr, rows)                                                                               \
-	attr void name(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo,    \
+	static attr void name(const int8_t *q, const float *xd, int k, const uint8_t *w, size_t rowBytes, int lo,    \
 	                      int hi, float *dst) {                                                                  \
 		int nb = k / 256;                                                                                        \
 		for (int o = lo; o < hi; o += 4) {                                                                       \
@@ -726,7 +726,7 @@ INLINE A5 void q23k_decode_rows(int R, int three, const int8_t *xr, const int16_
 	}
 }
 
-A5 void matvec_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int k,
+static A5 void matvec_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int k,
                                const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst) {
 	int nb = k / 256;
 	int8_t xr[k + 64] __attribute__((aligned(64)));
@@ -819,7 +819,7 @@ INLINE A5 void q4k_tile_tokens(int T, int five, const int8_t *xr, int k, const i
 // each tile's activations once; the rows lo…hi-1 it then sweeps stay in L2
 // across tiles. It returns 0 (having done nothing) when the layout buffer
 // cannot be allocated.
-A5 int matmat_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
+static A5 int matmat_q4k_512(int five, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
                              const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	int nb = k / 256;
 	size_t xn = (size_t)4 * k, bn = (size_t)4 * (k / 32) * 2, dn = (size_t)4 * nb * 4;
@@ -920,7 +920,7 @@ Q6K_TILE(q6k_tile_tokens_vnni, A3, q6k_mac_vnni, q6k_sctl_vnni)
 // Q6K_MATMAT defines name, which runs tile over panels of tokens,
 // computing each token's corrections once.
 #define Q6K_MATMAT(name, attr, tile, corr)                                                                         \
-	attr int name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,      \
+	static attr int name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes,      \
 	                     int lo, int hi, float *dst, int m) {                                                    \
 		int nb = k / 256;                                                                                        \
 		size_t cn = (size_t)Q6K_PANEL * k, dn = (size_t)Q6K_PANEL * 4 * nb;                                      \
@@ -1026,7 +1026,7 @@ INLINE A5 void q23k_tile_tokens(int T, int three, const int8_t *xr, const int16_
 
 // matmat_q23k_512 runs q23k_tile_tokens over tiles of 4 tokens (see
 // matmat_q4k_512).
-A5 int matmat_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
+static A5 int matmat_q23k_512(int three, const int8_t *q, const float *xd, const int16_t *bs, int n, int k,
                               const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {
 	int nb = k / 256;
 	size_t xn = (size_t)4 * k, cn = (size_t)4 * k * 2, dn = (size_t)16 * nb;
@@ -1073,3 +1073,28 @@ A5 int matmat_q23k_512(int three, const int8_t *q, const float *xd, const int16_
 	free(buf);
 	return 1;
 }
+
+// The table's kernels (simd.c): matmat_kq_avx2 takes every type at AVX2,
+// and whatever the AVX-512 kernels decline (a decode's k past DECODE_KMAX,
+// a prefill's buffer that cannot be allocated).
+QK(qk_kq_avx2, matmat_kq_avx2, a->type, a->q, a->d, a->bs, QK_ROWS)
+int qk_q45k_vec_512(const glint_qargs *a, int lo, int hi) {
+	if (a->k > DECODE_KMAX) {
+		return 0;
+	}
+	matvec_q4k_512(a->type == T_Q5_K, a->q, a->d, a->bs, QK_VROWS);
+	return 1;
+}
+int qk_q23k_vec_512(const glint_qargs *a, int lo, int hi) {
+	if (a->k > DECODE_KMAX) {
+		return 0;
+	}
+	matvec_q23k_512(a->type == T_Q3_K, a->q, a->d, a->bs, QK_VROWS);
+	return 1;
+}
+QK_DECLINES(qk_q45k_512, matmat_q4k_512, a->type == T_Q5_K, a->q, a->d, a->bs, QK_ROWS)
+QK_DECLINES(qk_q23k_512, matmat_q23k_512, a->type == T_Q3_K, a->q, a->d, a->bs, QK_ROWS)
+QK(qk_q6k_vec_512, matvec_q6k_512, a->q, a->d, QK_VROWS)
+QK(qk_q6k_vec_vnni, matvec_q6k_vnni, a->q, a->d, QK_VROWS)
+QK_DECLINES(qk_q6k_512, matmat_q6k_512, a->q, a->d, QK_ROWS)
+QK_DECLINES(qk_q6k_vnni, matmat_q6k_vnni, a->q, a->d, QK_ROWS)

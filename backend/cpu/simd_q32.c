@@ -214,7 +214,7 @@ QTILEX(tile_q8_0_vnni, A3, bdot_q8_0_vnni, q80_corr_vnni, 34, 1, 0)
 // keeps the tiles' accumulators in registers, where an unknown pairs left
 // them on the stack.
 #define QMATMATX(name, attr, tile, R0)                                                                   \
-	attr void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k,         \
+	static attr void name(int pairs, const int8_t *q, const float *xd, const float *xs, int n, int k,         \
 	                      const uint8_t *w, size_t rowBytes, int lo, int hi, float *dst, int m) {              \
 		int nb = k / 32, r0 = R0;                                                                             \
 		for (int o = lo; o < hi; o += R0) {                                                                   \
@@ -324,7 +324,7 @@ Q8TILE(q8_tile_vnni, A3, 4, 4, q8_unsigned, q80_corr_vnni, q8_dot_vnni)
 // tokens take QMATMATX's tiles, which read the weights once for up to four
 // tokens, as fast as memory delivers them).
 #define Q8MATMAT(name, attr, RMAX, TMAX, cases)                                                        \
-	attr void name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, \
+	static attr void name(const int8_t *q, const float *xd, int n, int k, const uint8_t *w, size_t rowBytes, \
 	                      int lo, int hi, float *dst, int m) {                                                \
 		int nb = k / 32;                                                                                     \
 		float dwf[RMAX * nb];                                                                                \
@@ -400,9 +400,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 	q32_type(ty, &bb, &qo, &ho, &mn);
 	const int pairs = ty == T_IQ4_NL;
 	const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-	const __m512i tab = _mm512_broadcast_i32x4(
-	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181,
-	                  (char)197, (char)217, (char)241));
+	const __m512i tab = iq4_table512();
 	const __m512i off = _mm512_set1_epi8(ty == T_Q5_0 ? 16 : ty == T_Q4_0 ? 8 : (char)0x80);
 	__m256 acc[4];
 	__m512 accz[4];
@@ -485,7 +483,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 }
 
 // matvec_q32_vnni runs q32_decode_rows over the rows four at a time.
-A3 void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const float *xs, int k, const uint8_t *w,
+static A3 void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const float *xs, int k, const uint8_t *w,
                                size_t rowBytes, int lo, int hi, float *dst) {
 	int nb = k / 32;
 	for (int o = lo; o < hi; o += 4) {
@@ -503,3 +501,27 @@ A3 void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const float *x
 		}
 	}
 }
+
+// The table's kernels (simd.c). Q4_0 matrices whose rows are not a
+// multiple of 8 run in lanes, as Q5_0 (quant.go, dotQ). One token at VNNI
+// takes matvec_q32_vnni, else the QMATMATX tiles, which read each weight
+// block once for up to four tokens.
+QK(qk_q32_vec_vnni, matvec_q32_vnni, a->type, a->q, a->d, a->s, QK_VROWS)
+QK(qk_q4_0l_avx2, matmat_q40l_avx2, QK_LANES(0))
+QK(qk_q4_0l_vnni, matmat_q40l_vnni, QK_LANES(0))
+QK(qk_q5_0_avx2, matmat_q5_0_avx2, QK_LANES(0))
+QK(qk_q5_0_vnni, matmat_q5_0_vnni, QK_LANES(0))
+QK(qk_q4_1_avx2, matmat_q4_1_avx2, QK_LANES(0))
+QK(qk_q4_1_vnni, matmat_q4_1_vnni, QK_LANES(0))
+QK(qk_q5_1_avx2, matmat_q5_1_avx2, QK_LANES(0))
+QK(qk_q5_1_vnni, matmat_q5_1_vnni, QK_LANES(0))
+// IQ4_NL: ggml's decode alternates two accumulators (pairs); its prefill
+// (llamafile) keeps one (quant_lanes.go).
+QK(qk_iq4nl_vec_avx2, matmat_iq4nl_avx2, QK_LANES(1))
+QK(qk_iq4nl_avx2, matmat_iq4nl_avx2, QK_LANES(0))
+QK(qk_iq4nl_vnni, matmat_iq4nl_vnni, QK_LANES(0))
+// Q8_0: a prompt takes the prefill tiles (Q8MATMAT), a decode QMATMATX's.
+QK(qk_q8_0_avx2, matmat_q8_0_avx2, QK_LANES(0))
+QK(qk_q8_0_vnni, matmat_q8_0_vnni, QK_LANES(0))
+QK(qk_q8_0_prefill_avx2, matmat_q8_avx2, a->q, a->d, QK_ROWS)
+QK(qk_q8_0_prefill_vnni, matmat_q8_vnni, a->q, a->d, QK_ROWS)

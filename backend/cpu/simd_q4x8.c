@@ -102,7 +102,7 @@ QTILE(tile_q4_avx2, A2, bdot_q4_avx2)
 // constant shapes so that the compiler keeps every accumulator in a register
 // (VNNI has 32 vector registers for 4×4 tiles; AVX2 16, for 2×4).
 #define QMATMAT(name, attr, tile, R0)                                                                    \
-	attr void name(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,  \
+	static attr void name(const int8_t *q, const float *xd, const int32_t *xc, int n, int k, const uint8_t *w,  \
 	                      size_t rowBytes, int lo, int hi, float *dst, int m) {                                 \
 		int nb = k / 32;                                                                                      \
 		for (int o = lo; o < hi; o += R0) {                                                                   \
@@ -222,3 +222,9 @@ void glint_matmat_q4_0_x8(glint_level level, const int8_t *q, const float *xd, c
 		(level >= GLINT_VNNI ? matmat_q4x8_vnni : matmat_q4x8_avx2)(q, xd, xc, n, k, w, rowBytes, lo, hi, dst, m);
 	}
 }
+
+// The table's kernels (simd.c): Q4_0 matrices of a multiple of 8 rows in
+// ggml's repacked order (the backend interleaves such weights,
+// glint_matmat_q4_0_x8: this is a Q4_0 tensor it did not load).
+QK(qk_q4_0_avx2, matmat_q4_avx2, a->q, a->d, a->c, QK_ROWS)
+QK(qk_q4_0_vnni, matmat_q4_vnni, a->q, a->d, a->c, QK_ROWS)
