@@ -71,7 +71,7 @@ static const glint_qkernels qtab[T_IQ4_XS + 1][GLINT_LEVELS] = {
 // Q4_0 in lanes: matrices whose rows are not a multiple of 8 (quant.go,
 // dotQ), which ggml does not repack.
 static const glint_qkernels q4_0_lanes[GLINT_LEVELS] = {
-    ALL(NULL, NULL, qk_q4_0l_avx2), FROM_VNNI(qk_q32_vec_vnni, NULL, qk_q4_0l_vnni)};
+    ALL(NULL, NULL, qk_q40l_avx2), FROM_VNNI(qk_q32_vec_vnni, NULL, qk_q40l_vnni)};
 
 // run tries the kernels of ks from slot first on, reporting whether one
 // did the work.

@@ -507,14 +507,12 @@ static A3 void matvec_q32_vnni(int ty, const int8_t *q, const float *xd, const f
 // takes matvec_q32_vnni, else the QMATMATX tiles, which read each weight
 // block once for up to four tokens.
 QK(qk_q32_vec_vnni, matvec_q32_vnni, a->type, a->q, a->d, a->s, QK_VROWS)
-QK(qk_q4_0l_avx2, matmat_q40l_avx2, QK_LANES(0))
-QK(qk_q4_0l_vnni, matmat_q40l_vnni, QK_LANES(0))
-QK(qk_q5_0_avx2, matmat_q5_0_avx2, QK_LANES(0))
-QK(qk_q5_0_vnni, matmat_q5_0_vnni, QK_LANES(0))
-QK(qk_q4_1_avx2, matmat_q4_1_avx2, QK_LANES(0))
-QK(qk_q4_1_vnni, matmat_q4_1_vnni, QK_LANES(0))
-QK(qk_q5_1_avx2, matmat_q5_1_avx2, QK_LANES(0))
-QK(qk_q5_1_vnni, matmat_q5_1_vnni, QK_LANES(0))
+#define QK_TILES(t) \
+	QK(qk_##t##_avx2, matmat_##t##_avx2, QK_LANES(0)) QK(qk_##t##_vnni, matmat_##t##_vnni, QK_LANES(0))
+QK_TILES(q40l)
+QK_TILES(q5_0)
+QK_TILES(q4_1)
+QK_TILES(q5_1)
 // IQ4_NL: ggml's decode alternates two accumulators (pairs); its prefill
 // (llamafile) keeps one (quant_lanes.go).
 QK(qk_iq4nl_vec_avx2, matmat_iq4nl_avx2, QK_LANES(1))
