@@ -12,6 +12,18 @@ void glint_simd_init(void);
 // longer ones through the prefill tiles (Q8MATMAT in simd.c).
 #define GLINT_DECODE_TOKENS 8
 
+// glint_level is a kernel level: numerics.Level's values, which simd_cgo.go
+// holds to these. Each level adds instructions to the one before; the C
+// kernels run from GLINT_AVX2 on.
+typedef enum {
+	GLINT_GO,     // the portable Go kernels: no C kernel runs
+	GLINT_AVX2,   // AVX2, FMA, F16C
+	GLINT_AVX512, // AVX-512 F/BW/VL/DQ
+	GLINT_VNNI,   // AVX-512 VNNI (int8 dot products)
+	GLINT_VBMI,   // AVX-512 VBMI
+	GLINT_LEVELS
+} glint_level;
+
 // glint_rows names the weight rows a matmul call computes: chunks of grain
 // rows, chunk c being rows lo + c·grain… (clipped to hi), each claimed from
 // the counter *next, which the threads of a run share, as the Go pool's
@@ -55,7 +67,7 @@ static inline int glint_claim(glint_rows *r, int *lo, int *hi) {
 // AVX-512 build's orders run in 512-bit vectors (the same bits). xh, when
 // not NULL, holds x's F16 bits (x rounded to F16), which some tiles read
 // instead.
-void glint_matmat(int level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
+void glint_matmat(glint_level level, int order, int type, const float *x, const uint16_t *xh, int n, int k, const uint8_t *w,
                   size_t rowBytes, glint_rows rows, float *dst, int m);
 
 // Quantised activations (one row of k elements): q holds k int8 values; for
@@ -85,12 +97,12 @@ void glint_to_f16(const float *x, uint16_t *h, size_t n);
 // and bs may be NULL where the activation type has none. m is the weight's
 // full row count (dst's row stride), which also picks Q4_0's summation order
 // (a multiple of 8 rows or not: quant.go, dotQ).
-void glint_matmat_q(int level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
+void glint_matmat_q(glint_level level, int type, const int8_t *q, const float *d, const int32_t *c, const float *s,
                     const int16_t *bs, int n, int k, const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst,
                     int m);
 
 // glint_matmat_q4_0_x8 is glint_matmat_q for a Q4_0 weight interleaved in
 // groups of 8 rows (interleave.go); its chunks start and end at multiples of 8. It needs
 // AVX2, FMA and F16C; level ≥ 3 (VNNI) adds the products by vpdpbusd.
-void glint_matmat_q4_0_x8(int level, const int8_t *q, const float *d, const int32_t *c, int n, int k,
+void glint_matmat_q4_0_x8(glint_level level, const int8_t *q, const float *d, const int32_t *c, int n, int k,
                           const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst, int m);

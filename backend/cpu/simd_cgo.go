@@ -20,6 +20,22 @@ const (
 	_ = uint(C.GLINT_DECODE_TOKENS - decodeTokens)
 )
 
+// The C kernels take numerics.Level as glint_level (simd.h): these fail to
+// compile unless each level has the same number on both sides.
+const (
+	_ = uint(C.GLINT_GO - int(simdOff))
+	_ = uint(int(simdOff) - C.GLINT_GO)
+	_ = uint(C.GLINT_AVX2 - int(simdAVX2))
+	_ = uint(int(simdAVX2) - C.GLINT_AVX2)
+	_ = uint(C.GLINT_AVX512 - int(simdAVX512))
+	_ = uint(int(simdAVX512) - C.GLINT_AVX512)
+	_ = uint(C.GLINT_VNNI - int(simdVNNI))
+	_ = uint(int(simdVNNI) - C.GLINT_VNNI)
+	_ = uint(C.GLINT_VBMI - int(simdVBMI))
+	_ = uint(int(simdVBMI) - C.GLINT_VBMI)
+	_ = uint(C.GLINT_LEVELS - 1 - int(simdVBMI)) // and no level past VBMI in C
+)
+
 // The pointers passed below are to Go or mmap'd memory holding no Go
 // pointers and are not kept after the call, as the cgo rules require.
 
@@ -72,7 +88,7 @@ func matMat(t *task, rowBytes int, r C.glint_rows) {
 	if len(t.xh) > 0 {
 		xh = (*C.uint16_t)(unsafe.Pointer(&t.xh[0]))
 	}
-	C.glint_matmat(C.int(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), xh, C.int(t.n), C.int(t.k),
+	C.glint_matmat(C.glint_level(t.simd), C.int(t.sum), C.int(t.wt), (*C.float)(unsafe.Pointer(&t.x[0])), xh, C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r, (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }
 
@@ -93,12 +109,12 @@ func matMatQ(level simdLevel, t *task, rowBytes int, r C.glint_rows) {
 		bs = (*C.int16_t)(unsafe.Pointer(&a.bs[0]))
 	}
 	if t.x8 {
-		C.glint_matmat_q4_0_x8(C.int(level), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])), c,
+		C.glint_matmat_q4_0_x8(C.glint_level(level), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(unsafe.Pointer(&a.d[0])), c,
 			C.int(t.n), C.int(t.k), (*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r,
 			(*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 		return
 	}
-	C.glint_matmat_q(C.int(level), C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
+	C.glint_matmat_q(C.glint_level(level), C.int(t.wt), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
 		(*C.float)(unsafe.Pointer(&a.d[0])), c, s, bs, C.int(t.n), C.int(t.k),
 		(*C.uint8_t)(unsafe.Pointer(&t.w[0])), C.size_t(rowBytes), r, (*C.float)(unsafe.Pointer(&t.dst[0])), C.int(t.m))
 }

@@ -9,8 +9,17 @@
 #define T_F32 0
 #define T_F16 1
 #define T_Q4_0 2
+#define T_Q4_1 3
+#define T_Q5_0 6
+#define T_Q5_1 7
 #define T_Q8_0 8
+#define T_Q2_K 10
+#define T_Q3_K 11
+#define T_Q4_K 12
+#define T_Q5_K 13
 #define T_Q6_K 14
+#define T_IQ4_NL 20
+#define T_IQ4_XS 23
 #define T_BF16 30
 
 // Target attributes: every kernel is compiled for its instruction set and
