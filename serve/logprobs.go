@@ -2,6 +2,7 @@ package serve
 
 import (
 	"math"
+	"strings"
 
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/tokenizer"
@@ -129,7 +130,13 @@ func tokenJSON(t *tokenizer.Tokenizer, id int32) (string, []int) {
 	for i, c := range p {
 		bs[i] = int(c)
 	}
-	return string(p), bs
+	return tokenText(t, id), bs
+}
+
+// tokenText is a token's text as JSON can carry it: a run of bytes that
+// is not UTF-8 (part of a character) is one U+FFFD.
+func tokenText(t *tokenizer.Tokenizer, id int32) string {
+	return strings.ToValidUTF8(string(t.SpecialPiece(id)), "\uFFFD")
 }
 
 // chatTop is one alternative of a chat logprobs entry.
@@ -191,13 +198,13 @@ func legacyLogprobsOf(t *tokenizer.Tokenizer, lps []TokenLogprob, off *int) *leg
 	out := &legacyLogprobs{Tokens: make([]string, len(lps)), TokenLogprobs: make([]float64, len(lps)),
 		TopLogprobs: make([]map[string]float64, len(lps)), TextOffset: make([]int, len(lps))}
 	for i, lp := range lps {
-		out.Tokens[i], out.TokenLogprobs[i], out.TextOffset[i] = string(t.SpecialPiece(lp.ID)), jsonLogprob(lp.Logprob), *off
+		out.Tokens[i], out.TokenLogprobs[i], out.TextOffset[i] = tokenText(t, lp.ID), jsonLogprob(lp.Logprob), *off
 		*off += len(t.Piece(lp.ID))
 		top := make(map[string]float64, len(lp.Top))
 		for _, a := range lp.Top {
 			// Two tokens of one text: the more probable one stands.
-			if _, ok := top[string(t.SpecialPiece(a.ID))]; !ok {
-				top[string(t.SpecialPiece(a.ID))] = jsonLogprob(a.Logprob)
+			if _, ok := top[tokenText(t, a.ID)]; !ok {
+				top[tokenText(t, a.ID)] = jsonLogprob(a.Logprob)
 			}
 		}
 		out.TopLogprobs[i] = top
