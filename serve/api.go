@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,16 @@ import (
 func decodeJSON(b []byte, v any) error {
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
 		return badRequest("the request body must be a JSON object")
+	}
+	if r, ok := v.(interface{ endpoint() endpoint }); ok {
+		// Every field is checked before any is read: one the route does
+		// not honour is never silently dropped.
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(b, &fields); err == nil {
+			if err := checkFields(fields, r.endpoint()); err != nil {
+				return err
+			}
+		}
 	}
 	err := json.Unmarshal(b, v)
 	var te *json.UnmarshalTypeError
@@ -74,23 +86,20 @@ type genParams struct {
 	StreamOptions *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Temperature         *float64  `json:"temperature"`
-	TopP                *float64  `json:"top_p"`
-	TopK                *int      `json:"top_k"`
-	MinP                *float64  `json:"min_p"`
-	RepeatPenalty       *float64  `json:"repeat_penalty"`
-	RepeatLastN         *int      `json:"repeat_last_n"`
-	Seed                *int64    `json:"seed"`
-	MaxTokens           *int      `json:"max_tokens"`
-	MaxCompletionTokens *int      `json:"max_completion_tokens"`
-	NPredict            *int      `json:"n_predict"`
-	Stop                *stopList `json:"stop"`
-	IgnoreEOS           *bool     `json:"ignore_eos"`
-	NKeep               *int      `json:"n_keep"`
-	N                   *int      `json:"n"`
-	PresencePenalty     *float64  `json:"presence_penalty"`
-	FrequencyPenalty    *float64  `json:"frequency_penalty"`
-	Logprobs            any       `json:"logprobs"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	TopK                *int               `json:"top_k"`
+	MinP                *float64           `json:"min_p"`
+	RepeatPenalty       *float64           `json:"repeat_penalty"`
+	RepeatLastN         *int               `json:"repeat_last_n"`
+	Seed                *int64             `json:"seed"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	NPredict            *int               `json:"n_predict"`
+	Stop                *stopList          `json:"stop"`
+	IgnoreEOS           *bool              `json:"ignore_eos"`
+	NKeep               *int               `json:"n_keep"`
+	LogitBias           map[string]float64 `json:"logit_bias"`
 }
 
 // stopList is "stop": a string or an array of strings.
@@ -192,26 +201,11 @@ func (p *genParams) request(m *Model, lim Limits) (Request, error) {
 		r.MaxTokens = *c.v
 		break
 	}
-	if p.N != nil && *p.N != 1 {
-		return r, badRequest(`"n": %d: only one choice per request is supported`, *p.N)
+	bias, err := logitBias(p.LogitBias, m.Sched.Vocab())
+	if err != nil {
+		return r, err
 	}
-	for _, c := range []struct {
-		name string
-		v    *float64
-	}{{"presence_penalty", p.PresencePenalty}, {"frequency_penalty", p.FrequencyPenalty}} {
-		if c.v != nil && *c.v != 0 {
-			return r, badRequest("%q is not supported (use repeat_penalty)", c.name)
-		}
-	}
-	switch v := p.Logprobs.(type) {
-	case nil:
-	case bool, float64:
-		if v != false && v != 0.0 {
-			return r, badRequest(`"logprobs" is not supported`)
-		}
-	default:
-		return r, badRequest(`"logprobs": want a boolean or an integer`)
-	}
+	r.LogitBias = bias
 	if p.Stop != nil {
 		r.Stop = *p.Stop
 		if len(r.Stop) > lim.Stops {
@@ -244,14 +238,16 @@ func (p *genParams) includeUsage() bool {
 type completionRequest struct {
 	genParams
 	Prompt json.RawMessage `json:"prompt"`
-	Echo   *bool           `json:"echo"`
-	BestOf *int            `json:"best_of"`
-	Suffix *string         `json:"suffix"`
+	// Logprobs is how many of the most probable tokens each step reports
+	// (OpenAI's legacy logprobs), beside the one chosen.
+	Logprobs *int `json:"logprobs"`
 }
 
 type chatRequest struct {
 	genParams
-	Messages []chatMessage `json:"messages"`
+	Messages    []chatMessage `json:"messages"`
+	Logprobs    *bool         `json:"logprobs"`
+	TopLogprobs *int          `json:"top_logprobs"`
 }
 
 // chatMessage is one message; its content is a string, null, or a list of
@@ -375,3 +371,61 @@ func tokenizeMixed(t *tokenizer.Tokenizer, raw json.RawMessage, addSpecial bool)
 	}
 	return ids, nil
 }
+
+// logitBias reads "logit_bias": token ids (as strings, JSON object keys)
+// to a bias in [-100, 100] added to their logits, in the order of the ids.
+func logitBias(m map[string]float64, vocab int) ([]Bias, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make([]Bias, 0, len(m))
+	for k, v := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil {
+			return nil, badRequest(`"logit_bias": key %q: want a token id (an integer)`, k)
+		}
+		if id < 0 || id >= int64(vocab) {
+			return nil, badRequest(`"logit_bias": token id %d is outside the vocabulary of %d`, id, vocab)
+		}
+		if !(v >= -100 && v <= 100) {
+			return nil, badRequest(`"logit_bias": token id %d: bias %v is out of range [-100, 100]`, id, v)
+		}
+		out = append(out, Bias{ID: int32(id), Bias: float32(v)})
+	}
+	slices.SortFunc(out, func(a, b Bias) int { return int(a.ID - b.ID) })
+	return out, nil
+}
+
+// logprobs is the chat's "logprobs" and "top_logprobs": -1 for none, else
+// how many of the most probable tokens each step reports.
+func (c *chatRequest) logprobs() (int, error) {
+	on := c.Logprobs != nil && *c.Logprobs
+	switch {
+	case c.TopLogprobs == nil:
+		if on {
+			return 0, nil
+		}
+		return -1, nil
+	case !on:
+		return 0, badRequest(`"top_logprobs" needs "logprobs": true`)
+	case *c.TopLogprobs < 0 || *c.TopLogprobs > MaxTopLogprobs:
+		return 0, badRequest(`"top_logprobs": %d is out of range [0, %d]`, *c.TopLogprobs, MaxTopLogprobs)
+	}
+	return *c.TopLogprobs, nil
+}
+
+// logprobs is the completion's "logprobs": -1 for none (absent), else how
+// many of the most probable tokens each step reports, at most 5 as
+// OpenAI's.
+func (c *completionRequest) logprobs() (int, error) {
+	switch {
+	case c.Logprobs == nil:
+		return -1, nil
+	case *c.Logprobs < 0 || *c.Logprobs > 5:
+		return 0, badRequest(`"logprobs": %d is out of range [0, 5]`, *c.Logprobs)
+	}
+	return *c.Logprobs, nil
+}
+
+func (c *chatRequest) endpoint() endpoint       { return chatEP }
+func (c *completionRequest) endpoint() endpoint { return completionsEP }

@@ -27,6 +27,11 @@ func FuzzRequest(f *testing.F) {
 		`{"prompt": 5}`, `[]`, `{`, ``, `{"prompt": "x", "temperature": "hot"}`,
 		`{"messages": [{"role": "user"}]}`, `{"prompt": "x", "stop": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"]}`,
 		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}], "max_tokens": 1}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "logprobs": true, "top_logprobs": 20, "stream": true}`,
+		`{"prompt": "x", "max_tokens": 2, "logprobs": 5, "logit_bias": {"3": -100, "7": 100}}`,
+		`{"prompt": "x", "logit_bias": {"99999": 1, "x": 2}}`, `{"prompt": "x", "logprobs": -1}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "tools": [], "tool_choice": "auto", "response_format": {"type": "text"}, "store": false, "user": "u"}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "n": 2}`, `{"prompt": "x", "unknown_field": 1, "mirostat": 2}`,
 	} {
 		f.Add(s)
 	}

@@ -20,6 +20,11 @@ type promptRequest interface {
 	params() *genParams
 	// prompt checks the request's own fields and makes its prompt.
 	prompt(ctx context.Context, m *Model) ([]int32, error)
+	// logprobs is how many alternatives each token's log-probability
+	// comes with; -1: no log-probabilities.
+	logprobs() (int, error)
+	// endpoint is the route, for the field table.
+	endpoint() endpoint
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model, rec *record) {
@@ -40,6 +45,12 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 		err = badRequest(`"messages": %d messages are over the limit of %d`, len(c.Messages), s.opts.Limits.Messages)
 	}
 	if err == nil {
+		var n int
+		if n, err = req.logprobs(); n >= 0 {
+			gen.Logprobs, gen.TopLogprobs = true, n
+		}
+	}
+	if err == nil {
 		gen.Prompt, err = req.prompt(r.Context(), m)
 	}
 	if err != nil {
@@ -58,14 +69,6 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 func (c *completionRequest) params() *genParams { return &c.genParams }
 
 func (c *completionRequest) prompt(_ context.Context, m *Model) ([]int32, error) {
-	switch {
-	case c.Echo != nil && *c.Echo:
-		return nil, badRequest(`"echo" is not supported`)
-	case c.BestOf != nil && *c.BestOf != 1:
-		return nil, badRequest(`"best_of" is not supported`)
-	case c.Suffix != nil && *c.Suffix != "":
-		return nil, badRequest(`"suffix" is not supported`)
-	}
 	return completionPrompt(m.Tokenizer, c.Prompt)
 }
 
@@ -162,6 +165,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 	if chat {
 		rp.ID, rp.Object = newID("chatcmpl-"), "chat.completion"
 	}
+	// logprobsOf shapes log-probabilities as the route shows them; nil
+	// (JSON null) when the request asked for none.
+	offset := 0
+	logprobsOf := func(lps []TokenLogprob) any {
+		switch {
+		case !gen.Logprobs:
+			return nil
+		case chat:
+			return chatLogprobsOf(m.Tokenizer, lps)
+		}
+		return legacyLogprobsOf(m.Tokenizer, lps, &offset)
+	}
 	var end error
 	defer func() {
 		// A client gone cancels the generation; its slot frees at the next
@@ -179,13 +194,15 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 
 	if !p.streaming() {
 		var text strings.Builder
+		var lps []TokenLogprob
 		for {
-			t, done, err := st.Next(ctx)
+			c, done, err := st.Next(ctx)
 			if done {
 				end = err
 				break
 			}
-			text.WriteString(t)
+			text.WriteString(c.Text)
+			lps = append(lps, c.Logprobs...)
 		}
 		if end != nil {
 			if ctx.Err() == nil {
@@ -200,6 +217,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		} else {
 			c.Text = ptr(text.String())
 		}
+		c.Logprobs = logprobsOf(lps)
 		rp.Choices, rp.Usage = []choice{c}, usageOf(res)
 		writeJSON(w, http.StatusOK, rp)
 		return
@@ -224,8 +242,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 	if chat {
 		rp.Object = "chat.completion.chunk"
 	}
-	chunk := func(text *string, finish *string) reply {
-		c := choice{FinishReason: finish}
+	chunk := func(text *string, lps []TokenLogprob, finish *string) reply {
+		c := choice{FinishReason: finish, Logprobs: logprobsOf(lps)}
 		if chat {
 			c.Delta = &delta{Content: text}
 		} else {
@@ -239,19 +257,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		return out
 	}
 	if chat {
-		first := chunk(ptr(""), nil)
+		first := chunk(ptr(""), nil, nil)
 		first.Choices[0].Delta.Role = "assistant"
 		if end = send(first); end != nil {
 			return
 		}
 	}
 	for {
-		t, done, err := st.Next(ctx)
+		c, done, err := st.Next(ctx)
 		if done {
 			end = err
 			break
 		}
-		if end = send(chunk(&t, nil)); end != nil {
+		if end = send(chunk(&c.Text, c.Logprobs, nil)); end != nil {
 			return // the client is gone: cancel (deferred) frees the slot
 		}
 	}
@@ -264,7 +282,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		return
 	}
 	res := st.Result()
-	if end = send(chunk(nil, &res.Finish)); end != nil {
+	if end = send(chunk(nil, nil, &res.Finish)); end != nil {
 		return
 	}
 	if p.includeUsage() {

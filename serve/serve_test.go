@@ -272,7 +272,7 @@ func TestEndTokenStops(t *testing.T) {
 			if done {
 				break
 			}
-			text.WriteString(s)
+			text.WriteString(s.Text)
 		}
 		res := st.Result()
 		want, finish, count := m.Tokenizer.Decode(ids[:k]), FinishStop, k+1
@@ -814,7 +814,24 @@ func TestBadInput(t *testing.T) {
 		{"n_keep below -1", "POST", "/v1/completions", `{"prompt": "x", "n_keep": -2}`, 400, "n_keep"},
 		{"huge integer", "POST", "/v1/completions", `{"prompt": "x", "max_tokens": 1e40}`, 400, "max_tokens"},
 		{"n of 2", "POST", "/v1/completions", `{"prompt": "x", "n": 2}`, 400, "one choice"},
-		{"logprobs", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "logprobs": true}`, 400, "logprobs"},
+		{"top_logprobs without logprobs", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}`, 400, `"top_logprobs" needs "logprobs": true`},
+		{"top_logprobs over 20", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21}`, 400, `"top_logprobs": 21 is out of range`},
+		{"chat logprobs a number", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "logprobs": 3}`, 400, `"logprobs": want a boolean`},
+		{"completion logprobs over 5", "POST", "/v1/completions", `{"prompt": "x", "logprobs": 6}`, 400, `"logprobs": 6 is out of range`},
+		{"completion logprobs a boolean", "POST", "/v1/completions", `{"prompt": "x", "logprobs": true}`, 400, `"logprobs": want an integer`},
+		{"top_logprobs on completions", "POST", "/v1/completions", `{"prompt": "x", "top_logprobs": 2}`, 400, `"top_logprobs" is not a field of /v1/completions`},
+		{"logit_bias outside the vocabulary", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": {"5": 1, "1000000": -100}}`, 400, `"logit_bias": token id 1000000 is outside the vocabulary`},
+		{"logit_bias negative id", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "logit_bias": {"-1": 5}}`, 400, `"logit_bias": token id -1 is outside`},
+		{"logit_bias key not an id", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": {"the": 5}}`, 400, `"logit_bias": key "the"`},
+		{"logit_bias over 100", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": {"5": 101}}`, 400, `bias 101 is out of range`},
+		{"logit_bias an array", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": [[5, 1]]}`, 400, `"logit_bias": want an object`},
+		{"tools", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}`, 400, `"tools" is not supported yet`},
+		{"response_format json", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}`, 400, `"response_format" is not supported`},
+		{"store true", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "store": true}`, 400, `"store" is not supported`},
+		{"tools on completions", "POST", "/v1/completions", `{"prompt": "x", "tools": []}`, 400, `"tools" is not a field of /v1/completions`},
+		{"unknown field", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "temprature": 0}`, 400, `"temprature" is not a field of /v1/chat/completions`},
+		{"field in the wrong case", "POST", "/v1/completions", `{"prompt": "x", "Temperature": 0}`, 400, `"Temperature" is not a field`},
+		{"mirostat", "POST", "/v1/completions", `{"prompt": "x", "mirostat": 2}`, 400, `"mirostat" is not supported`},
 		{"presence_penalty", "POST", "/v1/completions", `{"prompt": "x", "presence_penalty": 0.5}`, 400, "presence_penalty"},
 		{"echo", "POST", "/v1/completions", `{"prompt": "x", "echo": true}`, 400, "echo"},
 		{"body over the limit", "POST", "/v1/completions", fmt.Sprintf(`{"prompt": %q}`, strings.Repeat("x", 5000)), 413, "limit"},

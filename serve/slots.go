@@ -28,6 +28,12 @@ type Request struct {
 	IgnoreEOS bool
 	// EndTokens end it too (a chat template's end of turn).
 	EndTokens []int32
+	// LogitBias is added to the logits before the sampler.
+	LogitBias []Bias
+	// Logprobs: the stream carries each chosen token's log-probability
+	// and those of the TopLogprobs most probable tokens of its step.
+	Logprobs    bool
+	TopLogprobs int
 	// Keep is llama-server's n_keep: the prompt tokens after the BOS that a
 	// context shift keeps (-1: the whole prompt).
 	Keep int
@@ -155,6 +161,9 @@ func NewScheduler(e *engine.Engine, tok *tokenizer.Tokenizer, o SchedulerOptions
 	return s, nil
 }
 
+// Vocab is the size of the model's vocabulary (its logits).
+func (s *Scheduler) Vocab() int { return s.e.Vocab() }
+
 // Context is the most tokens one slot holds: its prompt and reply.
 func (s *Scheduler) Context() int { return s.e.Context() }
 
@@ -181,6 +190,14 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (*Stream, error) {
 		if id < 0 || int(id) >= s.e.Vocab() {
 			return nil, fmt.Errorf("%w: token id %d is outside the vocabulary of %d", ErrBadRequest, id, s.e.Vocab())
 		}
+	}
+	for _, b := range r.LogitBias {
+		if b.ID < 0 || int(b.ID) >= s.e.Vocab() {
+			return nil, fmt.Errorf("%w: logit bias: token id %d is outside the vocabulary of %d", ErrBadRequest, b.ID, s.e.Vocab())
+		}
+	}
+	if r.Logprobs && (r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs) {
+		return nil, fmt.Errorf("%w: %d top log-probabilities are outside [0, %d]", ErrBadRequest, r.TopLogprobs, MaxTopLogprobs)
 	}
 	// llama-server's n_keep: -1 is the whole prompt, and at most the context
 	// less 4 (room for what follows).
@@ -360,7 +377,7 @@ func (s *Scheduler) generate(j *job, sl *slot) error {
 		bos = 1
 	}
 	sess.SetKeep(j.keep + bos)
-	g, err := sess.NewGenerator(s.options(j.req))
+	g, err := sess.NewGenerator(s.options(j))
 	if err != nil {
 		return err
 	}
@@ -393,9 +410,10 @@ func (s *Scheduler) generate(j *job, sl *slot) error {
 	}
 }
 
-// options are r's generation: its sampler, limit, end tokens and stop
-// strings.
-func (s *Scheduler) options(r Request) engine.Options {
+// options are j's generation: its sampler, limit, end tokens, stop
+// strings, logit bias and log-probabilities.
+func (s *Scheduler) options(j *job) engine.Options {
+	r := j.req
 	o := engine.Options{Sampler: sample.New(r.Sampling, s.e.Vocab()), MaxTokens: r.MaxTokens,
 		Tokenizer: s.tok, Stop: r.Stop}
 	if o.MaxTokens < 0 && s.o.ContextShift && s.o.Trained > 0 {
@@ -404,6 +422,11 @@ func (s *Scheduler) options(r Request) engine.Options {
 	if !r.IgnoreEOS {
 		o.EOG, o.EndTokens = s.o.IsEOG, r.EndTokens
 	}
+	top := -1
+	if r.Logprobs {
+		top = r.TopLogprobs
+	}
+	o.Hooks = logprobHooks(r.LogitBias, top, s.e.Vocab(), j.out.pushLogprob)
 	return o
 }
 

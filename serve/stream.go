@@ -10,13 +10,25 @@ import (
 // scheduler never waits for a reader: text piles up until it is read, so a
 // slow client delays nobody else.
 type Stream struct {
-	mu   sync.Mutex
-	text strings.Builder
-	done bool
-	res  Result
-	err  error
-	wake chan struct{}
+	mu       sync.Mutex
+	text     strings.Builder
+	logprobs []TokenLogprob
+	done     bool
+	res      Result
+	err      error
+	wake     chan struct{}
 }
+
+// Chunk is what a generation made since it was last read.
+type Chunk struct {
+	Text string
+	// Logprobs are the tokens chosen, when the request asked for them
+	// (their text may still be held back: a character unfinished, a
+	// possible stop string's start).
+	Logprobs []TokenLogprob
+}
+
+func (c Chunk) empty() bool { return c.Text == "" && len(c.Logprobs) == 0 }
 
 func newStream() *Stream { return &Stream{wake: make(chan struct{}, 1)} }
 
@@ -26,6 +38,13 @@ func (s *Stream) push(text string) {
 	}
 	s.mu.Lock()
 	s.text.WriteString(text)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Stream) pushLogprob(lp TokenLogprob) {
+	s.mu.Lock()
+	s.logprobs = append(s.logprobs, lp)
 	s.mu.Unlock()
 	s.signal()
 }
@@ -44,26 +63,28 @@ func (s *Stream) signal() {
 	}
 }
 
-// Next waits for text or the end. It returns the text made since the last
-// call; once that is all read, done is true and err says why it ended
-// (nil: it finished, see Result). It returns ctx's error if ctx ends first.
-func (s *Stream) Next(ctx context.Context) (text string, done bool, err error) {
+// Next waits for text (or log-probabilities) or the end. It returns what
+// was made since the last call; once that is all read, done is true and
+// err says why it ended (nil: it finished, see Result). It returns ctx's
+// error if ctx ends first.
+func (s *Stream) Next(ctx context.Context) (c Chunk, done bool, err error) {
 	for {
 		s.mu.Lock()
-		text = s.text.String()
+		c = Chunk{Text: s.text.String(), Logprobs: s.logprobs}
 		s.text.Reset()
+		s.logprobs = nil
 		done, err = s.done, s.err
 		s.mu.Unlock()
-		if text != "" {
-			return text, false, nil
+		if !c.empty() {
+			return c, false, nil
 		}
 		if done {
-			return "", true, err
+			return Chunk{}, true, err
 		}
 		select {
 		case <-s.wake:
 		case <-ctx.Done():
-			return "", true, ctx.Err()
+			return Chunk{}, true, ctx.Err()
 		}
 	}
 }
