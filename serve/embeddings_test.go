@@ -19,6 +19,8 @@ import (
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/peer"
 	"github.com/glint-llm/glint/internal/shared"
+	"github.com/glint-llm/glint/model/gguf"
+	"github.com/glint-llm/glint/model/synth"
 )
 
 var embedTexts = []string{"Once upon a time", "The little dog ran to the park and played with a ball.", "Lily"}
@@ -336,5 +338,77 @@ func TestEmbedBase64Floats(t *testing.T) {
 		if got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])); got != x {
 			t.Errorf("element %d: %g, want %g", i, got, x)
 		}
+	}
+}
+
+// withPooling copies the GGUF file src to a new file with
+// {arch}.pooling_type set to p.
+func withPooling(t *testing.T, src string, p engine.Pooling) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	arch, err := f.String("general.architecture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := gguf.NewWriter()
+	for _, kv := range f.KV {
+		if kv.Key != "general.alignment" {
+			if err := w.Add(kv.Key, kv.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Add(arch+".pooling_type", uint32(p)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range f.Tensors {
+		d, _, err := f.TensorData(ti.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Shape(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "pooled.gguf")
+	if err := w.WriteFile(dst); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// Without --pooling, the file's {arch}.pooling_type is the pooling, else
+// mean; --pooling overrides the file.
+func TestEmbedPoolingDefault(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.WriteGGUF(p, synth.Options{Shape: "tiny", Type: "F32", Seed: 2, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file engine.Pooling // PoolingUnspecified: no key
+		flag string
+		want engine.Pooling
+	}{
+		{engine.PoolingUnspecified, "", engine.PoolingMean},
+		{engine.PoolingLast, "", engine.PoolingLast},
+		{engine.PoolingCLS, "", engine.PoolingCLS},
+		{engine.PoolingNone, "", engine.PoolingNone},
+		{engine.PoolingLast, "mean", engine.PoolingMean},
+		{engine.PoolingUnspecified, "cls", engine.PoolingCLS},
+	} {
+		path := p
+		if tc.file != engine.PoolingUnspecified {
+			path = withPooling(t, p, tc.file)
+		}
+		if m := load(t, path, LoadOptions{Pooling: tc.flag}); m.Pooling != tc.want {
+			t.Errorf("file %v, --pooling %q: pooling %v, want %v", tc.file, tc.flag, m.Pooling, tc.want)
+		}
+	}
+	if _, err := Load(p, LoadOptions{Options: glintOpts, Pooling: "max"}); err == nil {
+		t.Error("--pooling max: no error")
 	}
 }

@@ -27,6 +27,7 @@ func FuzzRequest(f *testing.F) {
 		`{"prompt": 5}`, `[]`, `{`, ``, `{"prompt": "x", "temperature": "hot"}`,
 		`{"messages": [{"role": "user"}]}`, `{"prompt": "x", "stop": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"]}`,
 		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}], "max_tokens": 1}`,
+		`{"input": ["a", "b"], "encoding_format": "base64"}`, `{"input": [[1, 2], [3, "x"]]}`, `{"content": [1, "a"], "dimensions": 64}`,
 	} {
 		f.Add(s)
 	}
@@ -43,7 +44,7 @@ func FuzzRequest(f *testing.F) {
 	srv := New(Options{MaxBody: 1 << 16})
 	srv.SetModel(m)
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"} {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/v1/embeddings", "/embeddings"} {
 			w := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
