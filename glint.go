@@ -91,6 +91,9 @@ type Model struct {
 	// activations to that type (as llama.cpp does).
 	HalfWeights bool
 	LoadTime    time.Duration
+	// Pooling is the file's {arch}.pooling_type (PoolingUnspecified when
+	// it has none): how its embeddings are pooled unless told otherwise.
+	Pooling engine.Pooling
 	// Device names the hardware (or ONNX Runtime) that runs the model.
 	Device string
 	// Info is one line: backend, device, file and shape.
@@ -130,7 +133,7 @@ func NewBackend(o Options) (backend.Backend, error) {
 // Open loads path on o.Backend.
 func Open(path string, o Options) (*Model, error) {
 	start := time.Now()
-	m := &Model{}
+	m := &Model{Pooling: engine.PoolingUnspecified}
 	if o.Backend == "onnx" {
 		om, err := onnx.Open(path, onnx.Options{Lib: o.OrtLib, Threads: o.Threads})
 		if err != nil {
@@ -157,6 +160,9 @@ func Open(path string, o Options) (*Model, error) {
 		for _, ti := range f.GGUF.Tensors {
 			m.Quantized = m.Quantized || ti.Type.Quantized()
 			m.HalfWeights = m.HalfWeights || ti.Type == dtype.F16 || ti.Type == dtype.BF16
+		}
+		if p, err := f.GGUF.Uint(f.Config.Arch + ".pooling_type"); err == nil && p <= uint64(engine.PoolingRank) {
+			m.Pooling = engine.Pooling(p)
 		}
 	} else {
 		m.Tokenizer, m.TokenizerErr = tokenizer.FromHF(f.Dir)

@@ -44,7 +44,10 @@ type Model struct {
 	outputs int
 }
 
-var _ engine.Model = (*Model)(nil)
+var (
+	_ engine.Model    = (*Model)(nil)
+	_ engine.Embedder = (*Model)(nil)
+)
 
 // Options sizes the runtime buffers.
 type Options struct {
@@ -235,7 +238,34 @@ func (m *Model) MaxOutputs() int { return m.s.WS.Outputs }
 // logits are gathered as each part ends, then normalised and projected by
 // the LM head together. A K-shift that SeqShift left pending is applied
 // first.
-func (m *Model) Decode(batch []engine.Item) error {
+func (m *Model) Decode(batch []engine.Item) error { return m.decode(batch, nil) }
+
+// Embd implements engine.Embedder: the width of a hidden state.
+func (m *Model) Embd() int { return m.s.C.NEmbd }
+
+// DecodeEmbeddings implements engine.Embedder: Decode's pass, with the
+// output rows normalised by the output norm part by part and read into dst
+// instead of projected by the LM head, so that any number of tokens of a
+// batch may be outputs (the workspace holds a part's rows).
+func (m *Model) DecodeEmbeddings(batch []engine.Item, dst []float32) error {
+	m.outputs = 0
+	n := 0
+	for _, it := range batch {
+		if it.Output {
+			n++
+		}
+	}
+	if len(dst) != n*m.s.C.NEmbd {
+		return fmt.Errorf("layers: DecodeEmbeddings of %d outputs into %d floats, want %d", n, len(dst), n*m.s.C.NEmbd)
+	}
+	if n == 0 {
+		return errors.New("layers: DecodeEmbeddings of no outputs")
+	}
+	return m.decode(batch, dst)
+}
+
+// decode is Decode, or with hidden set DecodeEmbeddings.
+func (m *Model) decode(batch []engine.Item, hidden []float32) error {
 	s, b, c := &m.s, m.s.B, &m.s.C
 	m.outputs = 0
 	if len(batch) == 0 {
@@ -261,7 +291,7 @@ func (m *Model) Decode(batch []engine.Item) error {
 		}
 		seqs[i] = int32(it.Seq)
 	}
-	if outputs > s.WS.Outputs {
+	if hidden == nil && outputs > s.WS.Outputs {
 		return fmt.Errorf("layers: %d outputs in one batch, at most %d", outputs, s.WS.Outputs)
 	}
 	// All or nothing: a batch that does not fit is refused before any part
@@ -301,12 +331,21 @@ func (m *Model) Decode(batch []engine.Item) error {
 		k := s.keepOutputs(part)
 		if k > 0 {
 			m.Layers[last].feedForward(s, k)
-			b.CopySlice(s.WS.Hidden, out*c.NEmbd, s.WS.X, 0, k*c.NEmbd)
+			if hidden != nil {
+				// The norm is per row: these are the rows Decode would
+				// project, to the bit.
+				s.norm(s.WS.XNorm, s.WS.X, m.OutputNorm, m.OutputNormB, k)
+				if err := b.ReadF32(s.WS.XNorm, 0, hidden[out*c.NEmbd:(out+k)*c.NEmbd]); err != nil {
+					return err
+				}
+			} else {
+				b.CopySlice(s.WS.Hidden, out*c.NEmbd, s.WS.X, 0, k*c.NEmbd)
+			}
 			out += k
 		}
 		start += n
 	}
-	if out > 0 {
+	if out > 0 && hidden == nil {
 		// logits = norm(h)·g_out · W_outᵀ
 		s.norm(s.WS.XNorm, s.WS.Hidden, m.OutputNorm, m.OutputNormB, out)
 		b.MatMulTransposed(s.WS.Logits, s.WS.XNorm, m.Output, out)
@@ -318,7 +357,9 @@ func (m *Model) Decode(batch []engine.Item) error {
 	if err := b.Err(); err != nil {
 		return err
 	}
-	m.outputs = out
+	if hidden == nil {
+		m.outputs = out
+	}
 	return nil
 }
 

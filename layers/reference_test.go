@@ -178,6 +178,24 @@ func (r *refModel) rope(x []float64, heads, pos int, base, scale float64) {
 
 // step runs token id at position pos and returns the logits.
 func (r *refModel) step(id int32, pos int) []float64 {
+	h := r.hidden(id, pos)
+	out := r.get("output.weight")
+	if out == nil {
+		out = r.get("token_embd.weight")
+	}
+	logits := matvec(out, h, nil)
+	if cp := float64(r.c.FinalSoftCap); cp > 0 {
+		for i, v := range logits {
+			logits[i] = cp * math.Tanh(v/cp)
+		}
+	}
+	return logits
+}
+
+// hidden runs token id at position pos and returns its final hidden state
+// after the output norm (what the LM head reads, and an embedding is
+// made of).
+func (r *refModel) hidden(id int32, pos int) []float64 {
 	c := r.c
 	e, hd, q, kv := c.NEmbd, c.HeadDim, c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim
 	x := append([]float64(nil), r.get("token_embd.weight")[int(id)*e:(int(id)+1)*e]...)
@@ -307,18 +325,7 @@ func (r *refModel) step(id int32, pos int) []float64 {
 			x[i] += f[i]
 		}
 	}
-	h := r.norm(x, "output_norm")
-	out := r.get("output.weight")
-	if out == nil {
-		out = r.get("token_embd.weight")
-	}
-	logits := matvec(out, h, nil)
-	if cp := float64(c.FinalSoftCap); cp > 0 {
-		for i, v := range logits {
-			logits[i] = cp * math.Tanh(v/cp)
-		}
-	}
-	return logits
+	return r.norm(x, "output_norm")
 }
 
 // archShape is the synthetic shape each architecture is tested on: tiny,

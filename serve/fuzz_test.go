@@ -32,6 +32,7 @@ func FuzzRequest(f *testing.F) {
 		`{"prompt": "x", "logit_bias": {"99999": 1, "x": 2}}`, `{"prompt": "x", "logprobs": -1}`,
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [], "tool_choice": "auto", "response_format": {"type": "text"}, "store": false, "user": "u"}`,
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "n": 2}`, `{"prompt": "x", "unknown_field": 1, "mirostat": 2}`,
+		`{"input": ["a", "b"], "encoding_format": "base64"}`, `{"input": [[1, 2], [3, "x"]]}`, `{"content": [1, "a"], "dimensions": 64}`,
 	} {
 		f.Add(s)
 	}
@@ -48,7 +49,7 @@ func FuzzRequest(f *testing.F) {
 	srv := New(Options{MaxBody: 1 << 16})
 	srv.SetModel(m)
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"} {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/v1/embeddings", "/embeddings"} {
 			w := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")

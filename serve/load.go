@@ -9,6 +9,7 @@ import (
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/chattemplate"
+	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/sample"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -44,6 +45,14 @@ type LoadOptions struct {
 	Seed *uint64
 	// Name is the model id /v1/models shows (default: the file's base name).
 	Name string
+	// DisableEmbeddings turns /v1/embeddings and /embeddings off (501); they
+	// are on by default, beside generation (llama-server serves one or the
+	// other, embeddings only with --embeddings).
+	DisableEmbeddings bool
+	// Pooling is how embeddings pool a prompt's hidden states: none, mean,
+	// cls or last (llama-server's --pooling); "": the file's
+	// {arch}.pooling_type, else mean.
+	Pooling string
 }
 
 // Model is a loaded model ready to serve: its tokenizer, chat template and
@@ -67,6 +76,11 @@ type Model struct {
 	Seed      *uint64 // nil: a random seed per request
 	Keep      int     // a request's n_keep when it gives none
 	Sched     *Scheduler
+	// Embeddings: the embeddings routes answer; Pooling is theirs, and
+	// Embd the width of a vector.
+	Embeddings bool
+	Pooling    engine.Pooling
+	Embd       int
 	// Info describes the loaded model in one line.
 	Info  string
 	model *glint.Model
@@ -95,7 +109,15 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err // before the template's reading of it says the same less clearly
 	}
-	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, SpecialInContent: o.SpecialInContent, Defaults: sample.Defaults(), Seed: o.Seed, Keep: o.Keep}
+	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, SpecialInContent: o.SpecialInContent, Defaults: sample.Defaults(), Seed: o.Seed, Keep: o.Keep,
+		Embeddings: !o.DisableEmbeddings, Pooling: engine.PoolingMean}
+	if o.Pooling != "" {
+		p, err := engine.ParsePooling(o.Pooling)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		m.Pooling = p
+	}
 	if m.Name == "" {
 		m.Name = filepath.Base(path)
 	}
@@ -130,6 +152,13 @@ func Load(path string, o LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("%s has no tokenizer (%v), which the server needs", path, m.model.TokenizerErr)
 	}
 	m.Tokenizer, m.Info = m.model.Tokenizer, m.model.Info
+	m.Embd = m.model.Config.NEmbd
+	if o.Pooling == "" && m.model.Pooling != engine.PoolingUnspecified {
+		m.Pooling = m.model.Pooling
+		if m.Pooling == engine.PoolingRank {
+			m.Pooling = engine.PoolingMean // a classifier's head, which glint does not run
+		}
+	}
 	m.Sched, err = NewScheduler(m.model.Engine, m.Tokenizer, SchedulerOptions{Queue: o.Queue,
 		ContextShift: o.ContextShift, Trained: m.model.Config.Context, IsEOG: m.model.IsEOG})
 	if err != nil {

@@ -835,7 +835,7 @@ func TestBadInput(t *testing.T) {
 		{"presence_penalty", "POST", "/v1/completions", `{"prompt": "x", "presence_penalty": 0.5}`, 400, "presence_penalty"},
 		{"echo", "POST", "/v1/completions", `{"prompt": "x", "echo": true}`, 400, "echo"},
 		{"body over the limit", "POST", "/v1/completions", fmt.Sprintf(`{"prompt": %q}`, strings.Repeat("x", 5000)), 413, "limit"},
-		{"unknown route", "POST", "/v1/embeddings", `{}`, 404, "no route"},
+		{"unknown route", "POST", "/v1/audio/speech", `{}`, 404, "no route"},
 		{"root", "GET", "/", ``, 404, "no route"},
 		{"wrong method", "GET", "/v1/chat/completions", ``, 405, "takes POST"},
 		{"wrong method on models", "DELETE", "/v1/models", ``, 405, "takes GET"},

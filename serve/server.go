@@ -1,7 +1,7 @@
 // Package serve is glint's OpenAI-compatible HTTP server (`generate serve`):
 // /v1/chat/completions (rendered with the model's chat template),
-// /v1/completions, /v1/models, /health, and llama-server's /tokenize and
-// /detokenize, streaming as server-sent events. Requests run on slots, the
+// /v1/completions, /v1/embeddings, /v1/models, /health, and llama-server's
+// /tokenize, /detokenize and /embeddings, streaming as server-sent events. Requests run on slots, the
 // sessions of one engine over one loaded model: a Scheduler queues them,
 // boundedly, and the engine decodes every running slot in one batch per
 // step. Bad input gets an OpenAI-style error body, never a crash; the work
@@ -191,6 +191,10 @@ func New(o Options) *Server {
 		"/health": health, "/v1/health": health,
 		"/tokenize":   {method: http.MethodPost, h: s.tokenize},
 		"/detokenize": {method: http.MethodPost, h: s.detokenize},
+		// OpenAI's, and llama-server's own shape (per-token vectors without
+		// pooling).
+		"/v1/embeddings": {method: http.MethodPost, h: s.embeddingsOAI},
+		"/embeddings":    {method: http.MethodPost, h: s.embeddingsNative},
 	}
 	return s
 }

@@ -214,20 +214,28 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (*Stream, error) {
 		r.Prompt = cutPrompt(r.Prompt, keep, n)
 	}
 	j := &job{ctx: ctx, req: r, keep: keep, out: newStream(), submitted: time.Now()}
+	if err := s.enqueue(j); err != nil {
+		return nil, err
+	}
+	return j.out, nil
+}
+
+// enqueue queues j, or refuses it when the scheduler is closed or full.
+func (s *Scheduler) enqueue(j *job) error {
 	s.mu.Lock()
 	switch {
 	case s.closed:
 		s.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	case s.running+len(s.queue) >= len(s.slots)+s.o.Queue:
 		s.mu.Unlock()
-		return nil, ErrBusy
+		return ErrBusy
 	}
 	s.queue = append(s.queue, j)
 	s.admit()
 	s.mu.Unlock()
-	context.AfterFunc(ctx, func() { s.leave(j) })
-	return j.out, nil
+	context.AfterFunc(j.ctx, func() { s.leave(j) })
+	return nil
 }
 
 // cutPrompt is llama-server's cut of a prompt that does not fit a slot's
@@ -353,6 +361,9 @@ func (s *Scheduler) generateSafely(j *job, sl *slot) (err error) {
 	if s.testHook != nil {
 		s.testHook(j)
 	}
+	if j.embed != nil {
+		return s.embed(j, sl)
+	}
 	return s.generate(j, sl)
 }
 
@@ -442,6 +453,9 @@ type job struct {
 	slot  *slot
 	res   Result
 	first time.Time
+	// embed, when set, makes the job an embedding instead of a
+	// generation.
+	embed *embedJob
 }
 
 // end sends the result.

@@ -41,15 +41,17 @@ func serveCommand() *cli.Command {
 		&cli.IntFlag{Name: "threads-http", Usage: "requests tokenizing, rendering or building replies at once (0: one per core)"},
 		&cli.Int64Flag{Name: "work-memory", Value: serve.DefaultWorkMemory, Usage: "bytes that request work outside the slots may take at once, server-wide; beyond, 503 with Retry-After"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "on SIGTERM/SIGINT, how long running requests may finish before they are cancelled"},
+		&cli.BoolFlag{Name: "embeddings", Aliases: []string{"embedding"}, Value: true, Usage: "serve /v1/embeddings and /embeddings beside generation (on by default; llama-server's flag, which there turns generation off; --embeddings=false: 501)"},
+		&cli.StringFlag{Name: "pooling", Usage: "how embeddings pool a prompt's tokens: mean, cls, last, or none (per-token vectors, /embeddings only); default: the file's {arch}.pooling_type, else mean"},
 	)
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "serve the model over an OpenAI-compatible HTTP API (chat, completions, models, tokenize)",
+		Usage: "serve the model over an OpenAI-compatible HTTP API (chat, completions, embeddings, models, tokenize)",
 		UsageText: "generate serve -m MODEL [-b cpu|opencl] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [sampling defaults] [--chat-template NAME]\n\n" +
-			"Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n" +
-			"POST /tokenize, POST /detokenize. One log line per request on stderr. SIGTERM or Ctrl-C\n" +
-			"stops taking requests, lets the running ones finish (for --shutdown-timeout, then cancels them),\n" +
-			"and exits 0. With --api-key every route but /health wants Authorization: Bearer KEY.\n\n" +
+			"Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models,\n" +
+			"GET /health, POST /tokenize, POST /detokenize, POST /embeddings. One log line per request on stderr.\n" +
+			"SIGTERM or Ctrl-C stops taking requests, lets the running ones finish (for --shutdown-timeout, then\n" +
+			"cancels them), and exits 0. With --api-key every route but /health wants Authorization: Bearer KEY.\n\n" +
 			"The model is loaded once, with a KV cache of --parallel sequences: each slot holds -c / --parallel\n" +
 			"tokens (as llama-server divides -c). The running slots decode together, one batch per step; a new\n" +
 			"request joins at the next step. A full slot shifts its context (keeping the BOS and a request's\n" +
@@ -84,6 +86,11 @@ func runServe(c *cli.Context) error {
 	case c.Duration("shutdown-timeout") < 0:
 		return usageError("serve: --shutdown-timeout %v: want 0 or more", c.Duration("shutdown-timeout"))
 	}
+	if p := c.String("pooling"); p != "" {
+		if _, err := engine.ParsePooling(p); err != nil {
+			return usageError("serve: --%v", err)
+		}
+	}
 	sp, err := samplerParams(c)
 	if err != nil {
 		return err
@@ -95,7 +102,8 @@ func runServe(c *cli.Context) error {
 	o := serve.LoadOptions{Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
 		ContextShift: !c.Bool("no-context-shift"), Keep: c.Int("keep"),
 		Template:       chattemplate.Choice{File: c.String("chat-template-file"), Builtin: c.String("chat-template")},
-		TemplateKwargs: kw, SpecialInContent: c.Bool("chat-special-in-content"), Defaults: &sp, Name: c.String("alias")}
+		TemplateKwargs: kw, SpecialInContent: c.Bool("chat-special-in-content"), Defaults: &sp, Name: c.String("alias"),
+		DisableEmbeddings: !c.Bool("embeddings"), Pooling: c.String("pooling")}
 	if c.String("seed") != "-1" {
 		o.Seed = &sp.Seed
 	}
