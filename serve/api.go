@@ -32,6 +32,17 @@ func decodeJSON(b []byte, v any) error {
 			}
 		}
 	}
+	if r, ok := v.(interface{ route() string }); ok {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(b, &fields); err == nil {
+			known := jsonFields(reflect.TypeOf(v).Elem())
+			for k := range fields {
+				if !slices.Contains(known, k) {
+					return badRequest("%q is not a field of %s (it takes %s)", k, r.route(), strings.Join(known, ", "))
+				}
+			}
+		}
+	}
 	err := json.Unmarshal(b, v)
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError

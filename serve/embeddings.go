@@ -106,6 +106,10 @@ type embeddingRequest struct {
 	User           string          `json:"user"`
 }
 
+// route makes decodeJSON refuse a field the request does not have, so
+// that none is silently ignored.
+func (*embeddingRequest) route() string { return "/v1/embeddings" }
+
 // embedPrompts reads "input" as llama-server's tokenize_input_prompts: a
 // string, an array of token ids, or an array mixing strings and ids is one
 // prompt (a string first gets BOS); an array of those is one prompt each.

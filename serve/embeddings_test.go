@@ -311,6 +311,7 @@ func TestEmbedBadInput(t *testing.T) {
 		{`{"input": 5}`, `"input"`},
 		{`{"input": "hi", "encoding_format": "hex"}`, `"encoding_format"`},
 		{`{"input": "hi", "dimensions": 3}`, `"dimensions"`},
+		{`{"input": "hi", "pooling": "cls"}`, `"pooling" is not a field of /v1/embeddings`},
 		{`{"input": [1, 999999]}`, `outside the vocabulary`},
 		{`{"input": [[1, 2], [-1]]}`, `outside the vocabulary`},
 		{fmt.Sprintf(`{"input": %q}`, long), `does not fit the context`},

@@ -217,3 +217,18 @@ func fieldTable() string {
 	}
 	return b.String()
 }
+
+// jsonFields are the JSON names of t's fields, embedded structs' too.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		if f.Anonymous {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -8,21 +8,6 @@ import (
 	"testing"
 )
 
-// jsonFields are the JSON names of t's fields, embedded structs' too.
-func jsonFields(t reflect.Type) []string {
-	var out []string
-	for f := range t.Fields() {
-		if f.Anonymous {
-			out = append(out, jsonFields(f.Type)...)
-			continue
-		}
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // TestFieldTable: the table's implemented fields are exactly what each
 // route's request type reads, every name is in the table once per route,
 // and docs/serving.md shows the table as it is.
