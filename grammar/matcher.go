@@ -16,6 +16,11 @@ const dead int32 = 0
 // whose stacks keep growing) starts the caches afresh.
 const maxStates = 1 << 16
 
+const (
+	chunkBits = 6
+	chunkMask = 1<<chunkBits - 1
+)
+
 // maxMasks bounds the masks kept by state (each is vocabulary/8 bytes).
 const maxMasks = 256
 
@@ -45,8 +50,10 @@ type Matcher struct {
 
 	states  []state
 	stateID map[string]int32
-	trans   []*[256]int32 // per state: the state after each byte; -1 unknown
-	masks   map[int32][]uint64
+	// trans[s>>chunkBits][(s&chunkMask)<<8|b] is the state after byte b from
+	// state s (-1: not computed), in chunks so that growing copies nothing.
+	trans [][]int32
+	masks map[int32][]uint64
 
 	cur int32
 
@@ -54,7 +61,6 @@ type Matcher struct {
 	key  []byte
 	walk []int32 // the mask walk's state per depth
 	set  []int32
-	seen map[int32]struct{}
 }
 
 // NewMatcher starts a recognizer at the beginning of g's root rule; trie is
@@ -72,19 +78,13 @@ func (m *Matcher) reset() {
 	m.expanded, m.expDone = [][]int32{nil}, []bool{false}
 	m.states = []state{{}}
 	m.stateID = map[string]int32{"": dead}
-	m.trans = []*[256]int32{deadRow()}
+	// The dead state's row: every byte leads to dead (0).
+	m.trans = [][]int32{make([]int32, 256<<chunkBits)}
 	m.masks = map[int32][]uint64{}
-	m.seen = map[int32]struct{}{}
-}
-
-func deadRow() *[256]int32 {
-	var r [256]int32 // all dead
-	return &r
 }
 
 func (m *Matcher) initial() int32 {
 	m.set = m.set[:0]
-	clear(m.seen)
 	for _, a := range m.g.alts[m.g.root] {
 		if m.g.elems[a].kind == kEnd {
 			m.addStack(0)
@@ -110,8 +110,8 @@ func (m *Matcher) push(p, next int32) int32 {
 }
 
 func (m *Matcher) addStack(s int32) {
-	if _, ok := m.seen[s]; !ok {
-		m.seen[s] = struct{}{}
+	// Sets of stacks are small: a scan beats a map and makes no garbage.
+	if !slices.Contains(m.set, s) {
 		m.set = append(m.set, s)
 	}
 }
@@ -130,11 +130,11 @@ func (m *Matcher) expandInto(s int32) {
 		return
 	}
 	// Expand on the side, then merge, so the memo holds s's own set.
-	saveSet, saveSeen := m.set, m.seen
-	m.set, m.seen = nil, map[int32]struct{}{}
+	saveSet := m.set
+	m.set = nil
 	m.expandRaw(s)
 	own := m.set
-	m.set, m.seen = saveSet, saveSeen
+	m.set = saveSet
 	m.expanded[s], m.expDone[s] = own, true
 	for _, t := range own {
 		m.addStack(t)
@@ -188,21 +188,20 @@ func (m *Matcher) intern(st state) int32 {
 	id := int32(len(m.states))
 	m.states = append(m.states, st)
 	m.stateID[string(k)] = id
-	row := new([256]int32)
-	for i := range row {
-		row[i] = -1
+	if id&chunkMask == 0 {
+		m.trans = append(m.trans, make([]int32, 256<<chunkBits))
 	}
-	m.trans = append(m.trans, row)
+	copy(m.trans[id>>chunkBits][(id&chunkMask)<<8:], unknownRow[:])
 	return id
 }
 
 // step is the state after byte b from state s.
 func (m *Matcher) step(s int32, b byte) int32 {
-	if t := m.trans[s][b]; t >= 0 {
+	if t := m.trans[s>>chunkBits][(s&chunkMask)<<8|int32(b)]; t >= 0 {
 		return t
 	}
 	t := m.computeStep(s, b)
-	m.trans[s][b] = t
+	m.trans[s>>chunkBits][(s&chunkMask)<<8|int32(b)] = t
 	return t
 }
 
@@ -250,7 +249,6 @@ func (m *Matcher) computeStep(s int32, b byte) int32 {
 // advance is the state after code point c from the stacks.
 func (m *Matcher) advance(stacks []int32, c rune) int32 {
 	m.set = m.set[:0]
-	clear(m.seen)
 	for _, s := range stacks {
 		if s == 0 {
 			continue
@@ -347,3 +345,11 @@ func (m *Matcher) trim() {
 	st.stacks = stacks
 	m.cur = m.intern(st)
 }
+
+// unknownRow is a new state's transitions: none computed yet.
+var unknownRow = func() (r [256]int32) {
+	for i := range r {
+		r[i] = -1
+	}
+	return r
+}()

@@ -15,23 +15,31 @@ import (
 // shared by every Matcher over the vocabulary.
 type Trie struct {
 	pieces [][]byte
-	// Per node, in depth-first order: its byte, its depth (1 for a first
-	// byte), the node after its subtree, and the tokens that end there
-	// (toks[tokOff[i]:tokOff[i+1]]).
-	b      []byte
-	depth  []int32
-	skip   []int32
-	tokOff []int32
-	toks   []int32
+	nodes  []tnode
+	// more holds the tokens after the first of a node that ends several
+	// (pieces spelled twice), by node.
+	more   map[int32][]int32
 	maxLen int
 }
 
+// tnode is a node of the tree, in depth-first order: its byte, its depth
+// (1 for a first byte), the node after its subtree, and the token that
+// ends there (-1: none).
+type tnode struct {
+	skip  int32
+	tok   int32
+	depth uint16
+	b     byte
+	more  bool
+}
+
 // NewTrie builds the tree of pieces[id], the bytes each token stands for.
+// Pieces longer than 65535 bytes are left out.
 func NewTrie(pieces [][]byte) *Trie {
-	t := &Trie{pieces: pieces}
+	t := &Trie{pieces: pieces, more: map[int32][]int32{}}
 	ids := make([]int32, 0, len(pieces))
 	for id, p := range pieces {
-		if len(p) > 0 {
+		if len(p) > 0 && len(p) <= 0xFFFF {
 			ids = append(ids, int32(id))
 		}
 	}
@@ -41,29 +49,31 @@ func NewTrie(pieces [][]byte) *Trie {
 	for _, id := range ids {
 		p := pieces[id]
 		t.maxLen = max(t.maxLen, len(p))
+		if bytes.Equal(p, prev) {
+			last := int32(len(t.nodes) - 1)
+			t.nodes[last].more = true
+			t.more[last] = append(t.more[last], id)
+			continue
+		}
 		lcp := 0
 		for lcp < len(p) && lcp < len(prev) && p[lcp] == prev[lcp] {
 			lcp++
 		}
 		// Close the nodes below the common prefix.
 		for len(open) > lcp {
-			t.skip[open[len(open)-1]] = int32(len(t.b))
+			t.nodes[open[len(open)-1]].skip = int32(len(t.nodes))
 			open = open[:len(open)-1]
 		}
 		for d := lcp; d < len(p); d++ {
-			open = append(open, int32(len(t.b)))
-			t.b = append(t.b, p[d])
-			t.depth = append(t.depth, int32(d+1))
-			t.skip = append(t.skip, 0)
-			t.tokOff = append(t.tokOff, int32(len(t.toks)))
+			open = append(open, int32(len(t.nodes)))
+			t.nodes = append(t.nodes, tnode{b: p[d], depth: uint16(d + 1), tok: -1})
 		}
-		t.toks = append(t.toks, id)
+		t.nodes[len(t.nodes)-1].tok = id
 		prev = p
 	}
 	for _, n := range open {
-		t.skip[n] = int32(len(t.b))
+		t.nodes[n].skip = int32(len(t.nodes))
 	}
-	t.tokOff = append(t.tokOff, int32(len(t.toks)))
 	return t
 }
 
@@ -117,21 +127,26 @@ func (m *Matcher) Allowed(mask Mask) {
 	}
 	stk := m.walk
 	stk[0] = m.cur
-	n := int32(len(t.b))
-	for i := int32(0); i < n; {
-		d := t.depth[i]
-		s := stk[d-1]
-		ns := m.trans[s][t.b[i]]
+	nodes := t.nodes
+	for i := 0; i < len(nodes); {
+		nd := &nodes[i]
+		s := stk[nd.depth-1]
+		ns := m.trans[s>>chunkBits][(s&chunkMask)<<8|int32(nd.b)]
 		if ns < 0 {
-			ns = m.step(s, t.b[i])
+			ns = m.step(s, nd.b)
 		}
 		if ns == dead {
-			i = t.skip[i]
+			i = int(nd.skip)
 			continue
 		}
-		stk[d] = ns
-		for _, id := range t.toks[t.tokOff[i]:t.tokOff[i+1]] {
-			mask.set(id)
+		stk[nd.depth] = ns
+		if id := nd.tok; id >= 0 {
+			mask[id>>6] |= 1 << (uint(id) & 63)
+			if nd.more {
+				for _, id := range t.more[int32(i)] {
+					mask.set(id)
+				}
+			}
 		}
 		i++
 	}
