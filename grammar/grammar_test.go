@@ -396,3 +396,40 @@ func BenchmarkMaskGeneration(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/steps, "ns/step")
 	b.ReportMetric(float64(threadCPU()-cpu)/steps, "cpu-ns/step")
 }
+
+// TestPartialCharacters: a token may end inside a character only where the
+// grammar allows some character starting with its bytes.
+func TestPartialCharacters(t *testing.T) {
+	g := mustParse(t, `root ::= "\"" [a-z\u00e9\U0001F600]* "\""`)
+	cases := []struct {
+		text string
+		ok   bool
+	}{
+		{"\"\xC3", true},      // é starts so
+		{"\"\xC4", false},     // U+0100.. is not in the class
+		{"\"\xF0\x9F", true},  // 😀
+		{"\"\xF0\x80", false}, // overlong
+		{"\"\xE0\x80", false}, // overlong
+		{"\"\xC0", false},     // never valid
+		{"\"\xF5", false},     // past U+10FFFF
+		{"\"\xA9", false},     // a continuation byte first
+		{"\"\xC3\xA9\xF0\x9F\x98\x80a\"", true},
+		{"\"\xED\xA0\x80\"", false}, // a surrogate
+	}
+	for _, c := range cases {
+		m := NewMatcher(g, nil)
+		if got := m.Accept([]byte(c.text)) == nil; got != c.ok {
+			t.Errorf("%q: accepted %v, want %v", c.text, got, c.ok)
+		}
+	}
+	// After `{` only `"`, `}` or whitespace may come: no multi-byte start.
+	m := NewMatcher(JSONObject(), nil)
+	if err := m.Accept([]byte("{ ")); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []byte{0xC3, 0xE2, 0xF0} {
+		if m.Accept([]byte{b}) == nil {
+			t.Errorf("byte %#x accepted after `{ `", b)
+		}
+	}
+}

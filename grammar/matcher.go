@@ -236,8 +236,15 @@ func (m *Matcher) computeStep(s int32, b byte) int32 {
 	}
 	// Mid-character: live only if some stack accepts a character that
 	// starts with these bytes.
+	// The range is clamped to the code points of the sequence's length,
+	// so an overlong start (E0 80) or one past U+10FFFF is dead at once.
 	lo := st.cp << (6 * rune(st.need))
 	hi := lo | (1<<(6*rune(st.need)) - 1)
+	lo = max(lo, [5]rune{0, 0, 0x80, 0x800, 0x10000}[st.size])
+	hi = min(hi, utf8.MaxRune)
+	if lo > hi {
+		return dead
+	}
 	for _, sk := range st.stacks {
 		if sk != 0 && m.g.elems[m.pos[sk]].intersects(lo, hi) {
 			return m.intern(st)
