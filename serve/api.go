@@ -91,6 +91,8 @@ type genParams struct {
 	PresencePenalty     *float64  `json:"presence_penalty"`
 	FrequencyPenalty    *float64  `json:"frequency_penalty"`
 	Logprobs            any       `json:"logprobs"`
+	// ResponseFormat is read by setResponseFormat (format.go).
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // stopList is "stop": a string or an array of strings.
@@ -232,6 +234,9 @@ func (p *genParams) request(m *Model, lim Limits) (Request, error) {
 		r.Keep = *p.NKeep
 	}
 	r.IgnoreEOS = p.IgnoreEOS != nil && *p.IgnoreEOS
+	if err := p.setResponseFormat(&r, m); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 

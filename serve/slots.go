@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/grammar"
 	"github.com/glint-llm/glint/sample"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -28,6 +29,8 @@ type Request struct {
 	IgnoreEOS bool
 	// EndTokens end it too (a chat template's end of turn).
 	EndTokens []int32
+	// Grammar, when set, holds the reply to it (response_format).
+	Grammar *grammar.Grammar
 	// Keep is llama-server's n_keep: the prompt tokens after the BOS that a
 	// context shift keeps (-1: the whole prompt).
 	Keep int
@@ -360,7 +363,11 @@ func (s *Scheduler) generate(j *job, sl *slot) error {
 		bos = 1
 	}
 	sess.SetKeep(j.keep + bos)
-	g, err := sess.NewGenerator(s.options(j.req))
+	o := s.options(j.req)
+	if err := s.constrain(&o, j.req); err != nil {
+		return err
+	}
+	g, err := sess.NewGenerator(o)
 	if err != nil {
 		return err
 	}
