@@ -87,15 +87,14 @@ func SchemaToGBNF(schema []byte, o SchemaOptions) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("grammar: schema: %w", err)
 	}
-	c := &conv{o: o, root: root, rules: map[string]string{}, refs: map[string]string{}}
+	// "root" is claimed first: no rule named after a property may take it.
+	c := &conv{o: o, root: root, rules: map[string]string{"root": ""}, order: []string{"root"}, refs: map[string]string{}}
 	name, err := c.visit(root, "#", "root")
 	if err != nil {
 		return "", err
 	}
+	c.rules["root"] = name
 	var b strings.Builder
-	if name != "root" {
-		fmt.Fprintf(&b, "root ::= %s\n", name)
-	}
 	for _, n := range c.order {
 		fmt.Fprintf(&b, "%s ::= %s\n", n, c.rules[n])
 	}

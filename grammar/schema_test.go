@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -155,4 +156,21 @@ func TestSchemaErrors(t *testing.T) {
 			t.Logf("%s: %v", s, err)
 		}
 	}
+}
+
+// FuzzSchema: any schema is either an error or a grammar that parses
+// (SchemaToGBNF's output is GBNF whatever names and values it quotes).
+func FuzzSchema(f *testing.F) {
+	f.Add(`{"type":"object","properties":{"a b\"":{"enum":["x\n",1.5e3,null]},"é":{"type":"integer","minimum":-7}},"required":["é"]}`, false)
+	f.Add(`{"$defs":{"n":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"array","items":{"$ref":"#"},"maxItems":2}]}},"$ref":"#/$defs/n"}`, true)
+	f.Add(`{"type":["string","null"],"format":"date-time","minLength":3}`, false)
+	f.Fuzz(func(t *testing.T, schema string, strict bool) {
+		src, err := SchemaToGBNF([]byte(schema), SchemaOptions{Strict: strict})
+		if err != nil {
+			return
+		}
+		if _, err := Parse(src); err != nil && !strings.Contains(err.Error(), "left recursion") {
+			t.Fatalf("%s: grammar does not parse: %v\n%s", schema, err, src)
+		}
+	})
 }
