@@ -108,19 +108,20 @@ func TestParseErrors(t *testing.T) {
 }
 
 // TestLlamaCppGrammars reads llama.cpp's own example grammars from the
-// peer's source tree.
+// peer's source tree (internal/peer): .peer/llama.cpp-cpu/grammars in the
+// module root, or beside $GLINT_LLAMACPP's build/bin.
 func TestLlamaCppGrammars(t *testing.T) {
-	dir := os.Getenv("GLINT_LLAMACPP_GRAMMARS")
-	if dir == "" {
-		dir = filepath.Join(shared.Root(), "..", "main", ".peer", "llama.cpp-cpu", "grammars")
+	dir := filepath.Join("..", ".peer", "llama.cpp-cpu", "grammars")
+	if d := os.Getenv("GLINT_LLAMACPP"); d != "" {
+		dir = filepath.Join(d, "..", "..", "grammars")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "json.gbnf")); err != nil {
-		t.Skipf("llama.cpp grammars not found in %s (set GLINT_LLAMACPP_GRAMMARS)", dir)
+		t.Skipf("llama.cpp's grammars not found in %s (the peer's source; $GLINT_LLAMACPP/../../grammars)", dir)
 	}
 	docs := map[string]struct{ ok, bad []string }{
 		"json.gbnf":       {[]string{`{"a": [1, 2.5, "x", true, null, {"b": {}}]}`, `{}`}, []string{`{"a" 1}`, `[1]`, `{"a":01}`}},
-		"arithmetic.gbnf": {nil, nil},
-		"list.gbnf":       {nil, nil},
+		"arithmetic.gbnf": {[]string{"1+2=3\n", "(a +b)*c= x\n"}, []string{"1+=3\n", "=3\n"}},
+		"list.gbnf":       {[]string{"- milk\n- eggs\n"}, []string{"- \n", "milk\n", "- a\u2028b\n"}},
 	}
 	for name, d := range docs {
 		src, err := os.ReadFile(filepath.Join(dir, name))
