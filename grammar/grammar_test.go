@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -432,5 +433,32 @@ func TestPartialCharacters(t *testing.T) {
 		if m.Accept([]byte{b}) == nil {
 			t.Errorf("byte %#x accepted after `{ `", b)
 		}
+	}
+}
+
+// TestAmbiguous: a grammar whose parses multiply with its nesting stops
+// the matcher with ErrAmbiguous instead of taking exponential time.
+func TestAmbiguous(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("root ::= x14\nx0 ::= \"a\"\ny0 ::= \"a\"\n")
+	for i := 1; i <= 14; i++ {
+		fmt.Fprintf(&b, "x%d ::= x%d \"b\" | y%d \"b\"\ny%d ::= x%d \"b\" | y%d \"b\"\n", i, i-1, i-1, i, i-1, i-1)
+	}
+	g := mustParse(t, b.String())
+	m := NewMatcher(g, NewTrie(smallVocab()))
+	if err := m.Accept([]byte("a")); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("Accept: %v, want ErrAmbiguous", err)
+	}
+	mask := NewMask(len(smallVocab()))
+	m.Allowed(mask)
+	for _, w := range mask {
+		if w != 0 {
+			t.Fatal("a stopped matcher allows tokens")
+		}
+	}
+	// Ten levels (1024 parses) are within the bound and still match.
+	small := strings.Replace(b.String(), "root ::= x14", "root ::= x10", 1)
+	if !accepts(mustParse(t, small), "a"+strings.Repeat("b", 10)) {
+		t.Error("x10 rejects a b^10")
 	}
 }

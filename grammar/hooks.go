@@ -52,6 +52,9 @@ func Constrain(o *engine.Options, m *Matcher) error {
 		} else {
 			m.Allowed(mask)
 		}
+		if err := m.Err(); err != nil {
+			return err
+		}
 		anyText := applyMask(logits, mask)
 		if m.IsComplete() {
 			for i, e := range ends {

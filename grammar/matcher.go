@@ -14,12 +14,20 @@ const dead int32 = 0
 
 // Limits on a matcher's caches: a generation that outgrows them (a grammar
 // whose stacks keep growing) starts the caches afresh.
-var maxStates = 1 << 16 // a variable for the tests of trim
+var maxStates = 1 << 14 // 16 MiB of transitions; a variable for the tests of trim
 
 const (
 	chunkBits = 6
 	chunkMask = 1<<chunkBits - 1
 )
+
+// maxStacks bounds the stacks of one state: an ambiguous grammar can make
+// their number grow exponentially with its nesting.
+const maxStacks = 1 << 12
+
+// ErrAmbiguous is the error of a grammar whose recognizer would follow
+// more than maxStacks parses at once.
+var ErrAmbiguous = fmt.Errorf("grammar: too ambiguous: more than %d parses at once", maxStacks)
 
 // maxMasks bounds the masks kept by state (each is vocabulary/8 bytes).
 const maxMasks = 256
@@ -56,6 +64,8 @@ type Matcher struct {
 	masks map[int32][]uint64
 
 	cur int32
+	// err, once set (ErrAmbiguous), is every later answer.
+	err error
 
 	// scratch
 	key  []byte
@@ -112,6 +122,10 @@ func (m *Matcher) push(p, next int32) int32 {
 func (m *Matcher) addStack(s int32) {
 	// Sets of stacks are small: a scan beats a map and makes no garbage.
 	if !slices.Contains(m.set, s) {
+		if len(m.set) >= maxStacks {
+			m.err = ErrAmbiguous
+			return
+		}
 		m.set = append(m.set, s)
 	}
 }
@@ -270,6 +284,9 @@ func (m *Matcher) advance(stacks []int32, c rune) int32 {
 		}
 		m.expandInto(rest)
 	}
+	if m.err != nil {
+		return dead
+	}
 	if len(m.set) == 0 {
 		return dead
 	}
@@ -283,9 +300,15 @@ var ErrRejected = errors.New("grammar: text not allowed")
 // Accept advances over text (a token's bytes). Text the grammar does not
 // allow is an error wrapping ErrRejected and leaves the matcher as it was.
 func (m *Matcher) Accept(text []byte) error {
+	if m.err != nil {
+		return m.err
+	}
 	s := m.cur
 	for i, b := range text {
 		if s = m.step(s, b); s == dead {
+			if m.err != nil {
+				return m.err
+			}
 			return fmt.Errorf("%w: byte %d of %q", ErrRejected, i, text)
 		}
 	}
@@ -360,3 +383,6 @@ var unknownRow = func() (r [256]int32) {
 	}
 	return r
 }()
+
+// Err is why the matcher stopped (ErrAmbiguous), or nil.
+func (m *Matcher) Err() error { return m.err }

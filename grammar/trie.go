@@ -111,7 +111,8 @@ func (k Mask) set(id int32) { k[id>>6] |= 1 << (uint(id) & 63) }
 
 // Allowed fills mask (of the trie's size, NewMask) with the tokens whose
 // whole text the grammar allows next. End tokens are not among them (they
-// have no text): they may come when IsComplete.
+// have no text): they may come when IsComplete. A matcher that stopped (Err)
+// allows nothing.
 func (m *Matcher) Allowed(mask Mask) {
 	if k, ok := m.masks[m.cur]; ok {
 		copy(mask, k)
@@ -149,6 +150,10 @@ func (m *Matcher) Allowed(mask Mask) {
 			}
 		}
 		i++
+	}
+	if m.err != nil {
+		clear(mask)
+		return
 	}
 	if len(m.masks) >= maxMasks {
 		clear(m.masks)

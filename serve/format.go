@@ -64,6 +64,9 @@ func responseGrammar(raw json.RawMessage) (*grammar.Grammar, error) {
 	if err != nil {
 		return nil, badRequest(`"response_format": %v`, err)
 	}
+	if err := grammar.NewMatcher(g, nil).Err(); err != nil {
+		return nil, badRequest(`"response_format": %v`, err)
+	}
 	return g, nil
 }
 

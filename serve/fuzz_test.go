@@ -27,6 +27,8 @@ func FuzzRequest(f *testing.F) {
 		`{"prompt": 5}`, `[]`, `{`, ``, `{"prompt": "x", "temperature": "hot"}`,
 		`{"messages": [{"role": "user"}]}`, `{"prompt": "x", "stop": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"]}`,
 		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}], "max_tokens": 1}`,
+		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_object"}}`,
+		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"enum": [1, "b"]}}}, "strict": true}}}`,
 	} {
 		f.Add(s)
 	}
