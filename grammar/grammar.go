@@ -8,7 +8,7 @@
 // byte at a time). Its configurations (sets of rule stacks, plus a partial
 // character) are interned as states, and each state's byte transitions are
 // computed once, so a mask is a walk of the vocabulary's prefix tree (Trie)
-// that mostly reads a table. Hooks binds a Matcher to engine.Generator.
+// that mostly reads a table. Constrain binds a Matcher to an engine.Generator.
 package grammar
 
 import (
