@@ -163,6 +163,8 @@ fuzz:
 	$(GO) test ./dtype -run '^$$' -fuzz FuzzDequantizeBlocks -fuzztime 5m -parallel 1
 	$(GO) test ./dtype -run '^$$' -fuzz FuzzQuantizeRow -fuzztime 5m -parallel 1
 	$(GO) test ./chattemplate -run '^$$' -fuzz FuzzParseJSON -fuzztime 5m -parallel 1
+	$(GO) test ./grammar -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
+	$(GO) test ./grammar -run '^$$' -fuzz FuzzSchema -fuzztime 5m -parallel 1
 	$(GO) test ./chattemplate -run '^$$' -fuzz FuzzRender -fuzztime 5m -parallel 1
 	$(GO) test ./serve -run '^$$' -fuzz FuzzRequest -fuzztime 5m -parallel 1
 

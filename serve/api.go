@@ -111,6 +111,8 @@ type genParams struct {
 	IgnoreEOS           *bool              `json:"ignore_eos"`
 	NKeep               *int               `json:"n_keep"`
 	LogitBias           map[string]float64 `json:"logit_bias"`
+	// ResponseFormat is read by setResponseFormat (format.go).
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // stopList is "stop": a string or an array of strings.
@@ -237,6 +239,9 @@ func (p *genParams) request(m *Model, lim Limits) (Request, error) {
 		r.Keep = *p.NKeep
 	}
 	r.IgnoreEOS = p.IgnoreEOS != nil && *p.IgnoreEOS
+	if err := p.setResponseFormat(&r, m); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 

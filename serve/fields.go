@@ -82,7 +82,7 @@ var requestFields = []fieldRule{
 	{name: "prediction", in: chatEP, use: ignored, why: "predicted output only speeds a reply up, it never changes it"},
 	{name: "store", in: chatEP, use: refused, why: "glint stores nothing", neutral: []string{"false"}},
 	// response_format: the grammar work flips this entry to implemented.
-	{name: "response_format", in: chatEP, use: refused, neutral: []string{`{"type":"text"}`}},
+	{name: "response_format", in: bothEPs, use: implemented},
 	{name: "tools", in: chatEP, use: refused, neutral: []string{"[]"}},
 	{name: "tool_choice", in: chatEP, use: refused, neutral: []string{`"none"`, `"auto"`}},
 	// Meaningful only with tools, which are refused; tools implemented

@@ -33,6 +33,8 @@ func FuzzRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [], "tool_choice": "auto", "response_format": {"type": "text"}, "store": false, "user": "u"}`,
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "n": 2}`, `{"prompt": "x", "unknown_field": 1, "mirostat": 2}`,
 		`{"input": ["a", "b"], "encoding_format": "base64"}`, `{"input": [[1, 2], [3, "x"]]}`, `{"content": [1, "a"], "dimensions": 64}`,
+		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_object"}}`,
+		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"enum": [1, "b"]}}}, "strict": true}}}`,
 	} {
 		f.Add(s)
 	}

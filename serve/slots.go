@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/grammar"
 	"github.com/glint-llm/glint/sample"
 	"github.com/glint-llm/glint/tokenizer"
 )
@@ -34,6 +35,8 @@ type Request struct {
 	// and those of the TopLogprobs most probable tokens of its step.
 	Logprobs    bool
 	TopLogprobs int
+	// Grammar, when set, holds the reply to it (response_format).
+	Grammar *grammar.Grammar
 	// Keep is llama-server's n_keep: the prompt tokens after the BOS that a
 	// context shift keeps (-1: the whole prompt).
 	Keep int
@@ -388,7 +391,11 @@ func (s *Scheduler) generate(j *job, sl *slot) error {
 		bos = 1
 	}
 	sess.SetKeep(j.keep + bos)
-	g, err := sess.NewGenerator(s.options(j))
+	o := s.options(j)
+	if err := s.constrain(&o, j.req); err != nil {
+		return err
+	}
+	g, err := sess.NewGenerator(o)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/engine"
+	"github.com/glint-llm/glint/grammar"
 	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/sample"
 )
@@ -71,6 +72,7 @@ func samplingFlags() []cli.Flag {
 func generateFlags() []cli.Flag {
 	fl := append(modelFlags(), promptFlags()...)
 	fl = append(fl, samplingFlags()...)
+	fl = append(fl, grammarFlags()...)
 	fl = append(fl,
 		&cli.StringFlag{Name: "dump-logits", Usage: "write each step's logits (little-endian float32, one vocab row per step) to this file"},
 		&cli.StringFlag{Name: "output", Value: "text", Usage: "text, or ids (the generated ids, space-separated)"},
@@ -153,6 +155,10 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	gr, err := grammarOf(c)
+	if err != nil {
+		return err
+	}
 	l, err := openModel(loadOpts(c), c.String("model"), false)
 	if err != nil {
 		return err
@@ -193,6 +199,14 @@ func runGenerate(c *cli.Context) error {
 			return fmt.Errorf("%s has no tokenizer: --stop needs one", c.String("model"))
 		}
 		opt.Tokenizer = l.Tokenizer
+	}
+	if gr != nil {
+		if l.Tokenizer == nil {
+			return fmt.Errorf("%s: %w", c.String("model"), errGrammarNeedsTokenizer)
+		}
+		if err := grammar.Constrain(&opt, grammar.NewMatcher(gr, grammar.TrieFor(l.Tokenizer))); err != nil {
+			return err
+		}
 	}
 	first := true
 	opt.OnToken = func(t engine.Token) error {
