@@ -22,19 +22,19 @@ func decodeJSON(b []byte, v any) error {
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
 		return badRequest("the request body must be a JSON object")
 	}
-	if r, ok := v.(interface{ endpoint() endpoint }); ok {
-		// Every field is checked before any is read: one the route does
-		// not honour is never silently dropped.
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(b, &fields); err == nil {
+	// Every field is checked before any is read: one the route does not
+	// honour is never silently dropped. A generation route holds them to
+	// its table (fields.go); another route, to its request's own fields.
+	var fields map[string]json.RawMessage
+	switch r := v.(type) {
+	case interface{ endpoint() endpoint }:
+		if json.Unmarshal(b, &fields) == nil {
 			if err := checkFields(fields, r.endpoint()); err != nil {
 				return err
 			}
 		}
-	}
-	if r, ok := v.(interface{ route() string }); ok {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(b, &fields); err == nil {
+	case interface{ route() string }:
+		if json.Unmarshal(b, &fields) == nil {
 			known := jsonFields(reflect.TypeOf(v).Elem())
 			for k := range fields {
 				if !slices.Contains(known, k) {
