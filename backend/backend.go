@@ -182,6 +182,12 @@ type Attn struct {
 	// Window, when > 0, is a sliding window: a query at position p sees
 	// only cells at positions > p−Window (llama.cpp's n_swa rule).
 	Window int
+	// Flash selects flash attention: llama.cpp's flash_attn_ext arithmetic
+	// (online softmax over tiles of cells, the query converted to K's
+	// vec_dot_type, V accumulated as llama.cpp accumulates it for V's type)
+	// in place of the mul_mat/soft_max/mul_mat graph. A quantised V cache
+	// needs it, as in llama.cpp.
+	Flash bool
 }
 
 // KVView says which cache cells each query row of an Attention call
@@ -205,6 +211,12 @@ type KVView struct {
 	// outside 0…63, is a recorded error (a device backend finds it on the
 	// device and reports it at Sync).
 	Lo, Hi int
+	// Decode makes every row take a decode step's arithmetic, as if its
+	// sequence had been decoded one token at a time (speculative
+	// verification: a sequence's drafted rows give the bits plain
+	// decoding would). Without it a row whose sequence has other rows in
+	// the call takes the prefill arithmetic.
+	Decode bool
 }
 
 // ErrShape is wrapped by errors about mismatched tensor shapes or types.
