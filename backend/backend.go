@@ -140,7 +140,10 @@ type Backend interface {
 	// is F32 and dst F16 (an f16 KV cache): each value then rounds to the
 	// nearest f16, ties to even, as ggml's F32→F16 copy does; or src is F16
 	// and dst F32, which widens exactly (an f16 cache read back for a
-	// K-shift).
+	// K-shift); or src is F32 and dst a quantised cache type (BF16, Q8_0,
+	// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), offsets and count whole blocks, each
+	// block quantised as llama.cpp stores a cache row (its from_float), or
+	// the reverse, which dequantises (a K-shift over a quantised K).
 	CopySlice(dst Tensor, dstOff int, src Tensor, srcOff, count int)
 	// Attention computes, for each of the first n query rows of q
 	// ([n, Heads·HeadDim]), softmax(q·Kᵀ·Scale)·V over the cache cells kv
