@@ -261,6 +261,7 @@ type completionRequest struct {
 
 type chatRequest struct {
 	genParams
+	toolParams
 	Messages    []chatMessage `json:"messages"`
 	Logprobs    *bool         `json:"logprobs"`
 	TopLogprobs *int          `json:"top_logprobs"`
@@ -275,6 +276,7 @@ type chatMessage struct {
 	// content whole, as OpenAI's API has it.
 	ToolCalls    json.RawMessage `json:"tool_calls"`
 	FunctionCall json.RawMessage `json:"function_call"`
+	toolMessage
 }
 
 // messages checks the conversation and flattens each content to text.

@@ -83,11 +83,9 @@ var requestFields = []fieldRule{
 	{name: "store", in: chatEP, use: refused, why: "glint stores nothing", neutral: []string{"false"}},
 	// response_format: the grammar work flips this entry to implemented.
 	{name: "response_format", in: bothEPs, use: implemented},
-	{name: "tools", in: chatEP, use: refused, neutral: []string{"[]"}},
-	{name: "tool_choice", in: chatEP, use: refused, neutral: []string{`"none"`, `"auto"`}},
-	// Meaningful only with tools, which are refused; tools implemented
-	// make it a field to honour.
-	{name: "parallel_tool_calls", in: chatEP, use: ignored, why: "meaningful only with tools"},
+	{name: "tools", in: chatEP, use: implemented},
+	{name: "tool_choice", in: chatEP, use: implemented},
+	{name: "parallel_tool_calls", in: chatEP, use: implemented},
 	{name: "functions", in: chatEP, use: refused, neutral: []string{"[]"}},
 	{name: "function_call", in: chatEP, use: refused, neutral: []string{`"none"`, `"auto"`}},
 	{name: "audio", in: chatEP, use: refused},

@@ -62,7 +62,7 @@ func TestNeutralFields(t *testing.T) {
 		{chat + `"tools": null}`, true},
 		{chat + `"tools": []}`, true},
 		{chat + `"tool_choice": "none"}`, true},
-		{chat + `"tool_choice": "required"}`, false},
+		{chat + `"functions": [{"name": "f"}]}`, false},
 		{chat + `"response_format": {"type": "text"}}`, true},
 		{chat + `"n": 1.0}`, true},
 		{chat + `"n": 3}`, false},

@@ -50,6 +50,9 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 			gen.Logprobs, gen.TopLogprobs = true, n
 		}
 	}
+	if c, ok := req.(*chatRequest); ok && err == nil {
+		err = c.useTools(&gen, m)
+	}
 	if err == nil {
 		gen.Prompt, err = req.prompt(r.Context(), m)
 	}
@@ -63,7 +66,11 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request, m *Model, 
 	if chat {
 		gen.EndTokens = m.EndOfTurn
 	}
-	s.generate(w, r, m, rec, gen, req.params(), chat)
+	var tools *toolUse
+	if c, ok := req.(*chatRequest); ok {
+		tools = c.use
+	}
+	s.generate(w, r, m, rec, gen, req.params(), chat, tools)
 }
 
 func (c *completionRequest) params() *genParams { return &c.genParams }
@@ -84,8 +91,11 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 	if m.Template == nil {
 		return nil, badRequest("%v", m.TemplateErr)
 	}
-	p, err := m.Template.RenderPrompt(ctx, m.Tokenizer, chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
-		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs}, m.SpecialInContent)
+	in := chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs}
+	if err := c.templateInput(&in, msgs); err != nil {
+		return nil, err
+	}
+	p, err := m.Template.RenderPrompt(ctx, m.Tokenizer, in, m.SpecialInContent)
 	if err != nil {
 		// The template rejecting the conversation is the client's fault (400);
 		// a template failing on its own is the model's (TemplateError: fail
@@ -117,13 +127,15 @@ func usageOf(res Result) *usage {
 }
 
 type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string        `json:"role"`
+	Content   *string       `json:"content"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Content   *string       `json:"content,omitempty"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // choice is one choice of a reply or a chunk: Text for completions,
@@ -152,8 +164,9 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// generate runs gen and answers with the whole reply, or streams it.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec *record, gen Request, p *genParams, chat bool) {
+// generate runs gen and answers with the whole reply, or streams it; a
+// chat reply with tools has its calls parsed.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec *record, gen Request, p *genParams, chat bool, tools *toolUse) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	st, err := m.Sched.Submit(ctx, gen)
@@ -213,7 +226,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		res := st.Result()
 		c := choice{FinishReason: &res.Finish}
 		if chat {
-			c.Message = &message{Role: "assistant", Content: text.String()}
+			c.Message = tools.message(text.String(), &res.Finish)
 		} else {
 			c.Text = ptr(text.String())
 		}
@@ -269,7 +282,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 			end = err
 			break
 		}
-		if end = send(chunk(&c.Text, c.Logprobs, nil)); end != nil {
+		text := tools.stream(c.Text)
+		if tools != nil && text == "" && len(c.Logprobs) == 0 {
+			continue // held back: it may open a call
+		}
+		if end = send(chunk(&text, c.Logprobs, nil)); end != nil {
 			return // the client is gone: cancel (deferred) frees the slot
 		}
 	}
@@ -282,6 +299,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		return
 	}
 	res := st.Result()
+	if tools != nil {
+		if end = tools.sendEnd(send, chunk, &res.Finish); end != nil {
+			return
+		}
+	}
 	if end = send(chunk(nil, nil, &res.Finish)); end != nil {
 		return
 	}

@@ -825,7 +825,7 @@ func TestBadInput(t *testing.T) {
 		{"logit_bias key not an id", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": {"the": 5}}`, 400, `"logit_bias": key "the"`},
 		{"logit_bias over 100", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": {"5": 101}}`, 400, `bias 101 is out of range`},
 		{"logit_bias an array", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": [[5, 1]]}`, 400, `"logit_bias": want an object`},
-		{"tools", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}`, 400, `"tools" is not supported yet`},
+		{"tool_choice unknown", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}`, 400, `"tool_choice": function "g" is not among "tools"`},
 		{"response_format without a schema", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {}}}`, 400, `needs "json_schema"`},
 		{"store true", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "store": true}`, 400, `"store" is not supported`},
 		{"tools on completions", "POST", "/v1/completions", `{"prompt": "x", "tools": []}`, 400, `"tools" is not a field of /v1/completions`},

@@ -78,10 +78,9 @@ type Tool struct {
 	Parameters json.RawMessage
 }
 
-// Call is a call parsed from a reply.
+// Call is a call parsed from a reply (ids the model may write are left
+// out: the server gives each call its own).
 type Call struct {
-	// ID is the id the model wrote (Mistral, Generic), "" if none.
-	ID   string
 	Name string
 	// Arguments is a JSON object, compact, as the model wrote it.
 	Arguments string
@@ -185,7 +184,6 @@ func object(s string) (json.RawMessage, string, bool) {
 func callOf(raw json.RawMessage, argKey string) (Call, bool) {
 	var c struct {
 		Type       *string         `json:"type"`
-		ID         *string         `json:"id"`
 		Name       string          `json:"name"`
 		Arguments  json.RawMessage `json:"arguments"`
 		Parameters json.RawMessage `json:"parameters"`
@@ -205,11 +203,7 @@ func callOf(raw json.RawMessage, argKey string) (Call, bool) {
 	if json.Compact(&b, args) != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
 		return Call{}, false
 	}
-	out := Call{Name: c.Name, Arguments: b.String()}
-	if c.ID != nil {
-		out.ID = *c.ID
-	}
-	return out, true
+	return Call{Name: c.Name, Arguments: b.String()}, true
 }
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }

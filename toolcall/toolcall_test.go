@@ -71,13 +71,13 @@ func TestParse(t *testing.T) {
 		{"hermes text after", Hermes, "<tool_call>{\"name\": \"time\", \"arguments\": {}}</tool_call> and more", "<tool_call>{\"name\": \"time\", \"arguments\": {}}</tool_call> and more", nil},
 		{"hermes bad JSON", Hermes, "<tool_call>{\"name\": time}</tool_call>", "<tool_call>{\"name\": time}</tool_call>", nil},
 
-		{"mistral tagged", Mistral, `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}, "id": "abcDEF123"}]`, "", []Call{{ID: "abcDEF123", Name: weather.Name, Arguments: weather.Arguments}}},
+		{"mistral tagged", Mistral, `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}, "id": "abcDEF123"}]`, "", []Call{weather}},
 		{"mistral bare two", Mistral, ` [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}, {"name": "time", "arguments": {}}]`, "", []Call{weather, clock}},
 		{"mistral empty", Mistral, `[]`, `[]`, nil},
 		{"mistral text", Mistral, `[1] is a footnote`, `[1] is a footnote`, nil},
 
 		{"generic call", Generic, `{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}`, "", []Call{weather}},
-		{"generic calls", Generic, `{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}, "id": "c1"}, {"name": "time", "arguments": {}}]}`, "", []Call{{ID: "c1", Name: weather.Name, Arguments: weather.Arguments}, clock}},
+		{"generic calls", Generic, `{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}, "id": "c1"}, {"name": "time", "arguments": {}}]}`, "", []Call{weather, clock}},
 		{"generic response", Generic, `{"response": "It is sunny."}`, "It is sunny.", nil},
 		{"generic response object", Generic, `{"response": {"a": 1}}`, `{"a": 1}`, nil},
 		{"generic text", Generic, `It is sunny.`, `It is sunny.`, nil},
