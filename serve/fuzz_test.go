@@ -34,6 +34,8 @@ func FuzzRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "n": 2}`, `{"prompt": "x", "unknown_field": 1, "mirostat": 2}`,
 		`{"input": ["a", "b"], "encoding_format": "base64"}`, `{"input": [[1, 2], [3, "x"]]}`, `{"content": [1, "a"], "dimensions": 64}`,
 		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_object"}}`,
+		`{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "max_tokens": 8, "stream": true, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": "required"}`,
+		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c", "name": "f", "content": "2"}], "max_tokens": 4, "tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": false}`,
 		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"enum": [1, "b"]}}}, "strict": true}}}`,
 	} {
 		f.Add(s)

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,9 +18,14 @@ import (
 // llama32Tools is llama3-tiny (random weights) served with the staged
 // Llama 3.2 Instruct template.
 func llama32Tools(t *testing.T) *testServer {
+	return toolServer(t, "meta-llama-Llama-3.2-3B-Instruct.jinja")
+}
+
+// toolServer is llama3-tiny served with a staged template.
+func toolServer(t *testing.T, template string) *testServer {
 	t.Helper()
 	path := shared.Models(t, "llama3-tiny/llama3-tiny-Q8_0.gguf")
-	tmpl := shared.Models(t, "chat-templates/meta-llama-Llama-3.2-3B-Instruct.jinja")
+	tmpl := shared.Models(t, "chat-templates/"+template)
 	return start(t, load(t, path, LoadOptions{Template: chattemplate.Choice{File: tmpl},
 		TemplateKwargs: map[string]any{"date_string": "26 Jul 2024"}}), Options{})
 }
@@ -78,57 +84,75 @@ func checkCall(t *testing.T, name, args string) {
 }
 
 // TestToolChoiceRequired: with tool_choice required or a named function,
-// a random-weight model sampled at temperature 1 calls a tool (the named
-// one) with arguments valid under its schema, finish_reason tool_calls;
-// whole and streamed (reassembled by openai-go's accumulator).
+// a random-weight model sampled at temperature 1 calls tools (the named
+// one) with arguments valid under their schemas, finish_reason
+// tool_calls; whole and streamed (reassembled by openai-go's
+// accumulator), in each family's syntax: Llama 3.2's (the staged
+// template; one call), Qwen 2.5's (Hermes), Mistral Nemo's, Gemma 3's
+// (generic). Parallel calls are off but for Llama (whose grammar writes one
+// call anyway): a random model, once a repetition of calls is open, rarely
+// ends it (toolcall's tests hold the grammars of several calls).
 func TestToolChoiceRequired(t *testing.T) {
-	ts := llama32Tools(t)
 	ctx := context.Background()
 	named := openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"})
-	for _, choice := range []struct {
-		name string
-		tc   openai.ChatCompletionToolChoiceOptionUnionParam
-	}{{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}}, {"named", named}} {
-		for seed := int64(1); seed <= 3; seed++ {
-			p := openai.ChatCompletionNewParams{Model: "any", Seed: openai.Int(seed), Temperature: openai.Float(1), MaxTokens: openai.Int(400),
-				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
-				Tools:    []openai.ChatCompletionToolUnionParam{weatherTool, timeTool}, ToolChoice: choice.tc}
-			got, err := ts.client.Chat.Completions.New(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ch := got.Choices[0]
-			if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.Content != "" {
-				t.Fatalf("%s seed %d: finish %q, content %q, calls %+v", choice.name, seed, ch.FinishReason, ch.Message.Content, ch.Message.ToolCalls)
-			}
-			call := ch.Message.ToolCalls[0]
-			if !strings.HasPrefix(call.ID, "call_") || call.Type != "function" {
-				t.Errorf("%s seed %d: id %q type %q", choice.name, seed, call.ID, call.Type)
-			}
-			if choice.name == "named" && call.Function.Name != "get_weather" {
-				t.Errorf("named: a call to %q", call.Function.Name)
-			}
-			t.Logf("%s seed %d: %s(%s)", choice.name, seed, call.Function.Name, call.Function.Arguments)
-			checkCall(t, call.Function.Name, call.Function.Arguments)
+	for _, tmpl := range []string{"meta-llama-Llama-3.2-3B-Instruct.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
+		"mistralai-Mistral-Nemo-Instruct-2407.jinja", "google-gemma-3-270m-it.jinja"} {
+		ts := toolServer(t, tmpl)
+		for _, choice := range []struct {
+			name string
+			tc   openai.ChatCompletionToolChoiceOptionUnionParam
+		}{{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}}, {"named", named}} {
+			for seed := int64(1); seed <= 3; seed++ {
+				what := fmt.Sprintf("%s %s seed %d", tmpl, choice.name, seed)
+				p := openai.ChatCompletionNewParams{Model: "any", Seed: openai.Int(seed), Temperature: openai.Float(1), MaxTokens: openai.Int(600),
+					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
+					Tools:    []openai.ChatCompletionToolUnionParam{weatherTool, timeTool}, ToolChoice: choice.tc}
+				one := seed == 3 || !strings.HasPrefix(tmpl, "meta-llama")
+				if one {
+					p.ParallelToolCalls = openai.Bool(false)
+				}
+				got, err := ts.client.Chat.Completions.New(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ch := got.Choices[0]
+				if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || ch.Message.Content != "" {
+					t.Fatalf("%s: finish %q, content %q, calls %+v", what, ch.FinishReason, ch.Message.Content, ch.Message.ToolCalls)
+				}
+				if one && len(ch.Message.ToolCalls) != 1 {
+					t.Errorf("%s: parallel_tool_calls false, %d calls", what, len(ch.Message.ToolCalls))
+				}
+				for _, call := range ch.Message.ToolCalls {
+					if call.ID == "" || call.Type != "function" {
+						t.Errorf("%s: id %q type %q", what, call.ID, call.Type)
+					}
+					if choice.name == "named" && call.Function.Name != "get_weather" {
+						t.Errorf("%s: a call to %q", what, call.Function.Name)
+					}
+					t.Logf("%s: %s(%s)", what, call.Function.Name, call.Function.Arguments)
+					checkCall(t, call.Function.Name, call.Function.Arguments)
+				}
 
-			// The same request streamed gives the same call.
-			stream := ts.client.Chat.Completions.NewStreaming(ctx, p)
-			var acc openai.ChatCompletionAccumulator
-			for stream.Next() {
-				acc.AddChunk(stream.Current())
+				// The same request streamed gives the same calls.
+				stream := ts.client.Chat.Completions.NewStreaming(ctx, p)
+				var acc openai.ChatCompletionAccumulator
+				for stream.Next() {
+					acc.AddChunk(stream.Current())
+				}
+				if err := stream.Err(); err != nil {
+					t.Fatal(err)
+				}
+				sc := acc.Choices[0]
+				if sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != len(ch.Message.ToolCalls) || sc.Message.Content != "" {
+					t.Fatalf("%s streamed: finish %q, content %q, calls %+v", what, sc.FinishReason, sc.Message.Content, sc.Message.ToolCalls)
+				}
+				for i, c := range sc.Message.ToolCalls {
+					if w := ch.Message.ToolCalls[i].Function; c.Function.Name != w.Name || c.Function.Arguments != w.Arguments {
+						t.Errorf("%s: streamed %s(%s), whole %s(%s)", what, c.Function.Name, c.Function.Arguments, w.Name, w.Arguments)
+					}
+					checkCall(t, c.Function.Name, c.Function.Arguments)
+				}
 			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			sc := acc.Choices[0]
-			if sc.FinishReason != "tool_calls" || len(sc.Message.ToolCalls) != 1 || sc.Message.Content != "" {
-				t.Fatalf("%s seed %d streamed: finish %q, content %q, calls %+v", choice.name, seed, sc.FinishReason, sc.Message.Content, sc.Message.ToolCalls)
-			}
-			sf := sc.Message.ToolCalls[0].Function
-			if sf.Name != call.Function.Name || sf.Arguments != call.Function.Arguments {
-				t.Errorf("%s seed %d: streamed %s(%s), whole %s(%s)", choice.name, seed, sf.Name, sf.Arguments, call.Function.Name, call.Function.Arguments)
-			}
-			checkCall(t, sf.Name, sf.Arguments)
 		}
 	}
 }
