@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/glint-llm/glint/chattemplate"
@@ -136,7 +137,7 @@ func (c *chatRequest) useTools(r *Request, m *Model) error {
 			return badRequest(`"tool_choice": the model has no tokenizer`)
 		}
 		if named != "" {
-			tools = []toolcall.Tool{tools[slicesIndex(tools, named)]}
+			tools = []toolcall.Tool{tools[slices.IndexFunc(tools, func(t toolcall.Tool) bool { return t.Name == named })]}
 		}
 		g, err := toolcall.Grammar(u.family, tools, u.parallel)
 		if err != nil {
@@ -149,15 +150,6 @@ func (c *chatRequest) useTools(r *Request, m *Model) error {
 	}
 	c.use = u
 	return nil
-}
-
-func slicesIndex(tools []toolcall.Tool, name string) int {
-	for i, t := range tools {
-		if t.Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // templateInput gives the template the conversation with its tool fields
