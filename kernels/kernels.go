@@ -27,6 +27,10 @@ var (
 	elementwise string
 	//go:embed attention.cl
 	attention string
+	//go:embed kvquant.cl
+	kvquant string
+	//go:embed flash.cl
+	flash string
 	//go:embed fused.cl
 	fused string
 )
@@ -49,6 +53,8 @@ func Files() []File {
 		{"rope.cl", rope},
 		{"elementwise.cl", elementwise},
 		{"attention.cl", attention},
+		{"kvquant.cl", kvquant},
+		{"flash.cl", flash},
 		{"fused.cl", fused},
 	}
 }

@@ -267,6 +267,10 @@ type Backend struct {
 	attention, attentionPart [2][2]*kern
 	attentionStats           [2]*kern
 	attentionMerge           *kern
+	// flash attention and the quantised caches' append and read-back
+	// (flash.go, flash.cl, kvquant.cl).
+	flashAttn, flashMerge                  *kern
+	kvQuant, kvDequant, kvBF16, kvFromBF16 *kern
 	// live are the kernels made so far, released by Close.
 	live []*kern
 
@@ -425,6 +429,8 @@ func (b *Backend) init(cpu bool) error {
 	b.siluMul, b.siluMulRows, b.add, b.copyKern = mk("silu_mul"), mk("silu_mul_rows"), mk("add"), mk("copy")
 	b.copyF16, b.copyF32F16, b.copyF16F32 = mk("copy_f16"), mk("copy_f32_f16"), mk("copy_f16_f32")
 	b.rope, b.attentionMerge = mk("rope"), mk("attention_merge")
+	b.flashAttn, b.flashMerge = mk("flash_attn"), mk("flash_merge")
+	b.kvQuant, b.kvDequant, b.kvBF16, b.kvFromBF16 = mk("kv_quant"), mk("kv_dequant"), mk("kv_bf16"), mk("kv_from_bf16")
 	b.layerNorm, b.geluMul, b.addBias = mk("layer_norm"), mk("gelu_mul"), mk("add_bias")
 	b.scale, b.softCap = mk("scale"), mk("soft_cap")
 	caches := [2]string{"f32", "f16"}

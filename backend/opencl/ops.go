@@ -389,7 +389,8 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		return
 	}
 	// Same-type copies move bits; F32 into F16 is the append to an f16 KV
-	// cache, rounded to nearest even as llama.cpp stores its cache.
+	// cache, rounded to nearest even as llama.cpp stores its cache, and
+	// into another cache type its from_float (kvquant.cl).
 	k := b.copyKern
 	switch {
 	case d.dt == s.dt && copyable(d.dt):
@@ -399,12 +400,20 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 		k = b.copyF32F16
 	case d.dt == dtype.F32 && s.dt == dtype.F16:
 		k = b.copyF16F32
+	case s.dt == dtype.F32 && hasKVQ(d.dt), d.dt == dtype.F32 && hasKVQ(s.dt):
+		k = nil // a quantised or BF16 cache: copyCache
 	default:
-		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, F32 into F16 or F16 into F32", d, s)
+		b.shape(op, "dst %v and src %v: want both F32, both I32, both F16, F32 into F16 or F16 into F32, or F32 into or out of a BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL cache", d, s)
 		return
 	}
 	if count < 0 || dstOff < 0 || srcOff < 0 || dstOff > d.elems-count || srcOff > s.elems-count {
 		b.shape(op, "%d elements from src %v at %d to dst %v at %d are out of bounds", count, s, srcOff, d, dstOff)
+		return
+	}
+	if k == nil {
+		if b.fits(op, "count", count) {
+			b.copyCache(op, d, dstOff, s, srcOff, count)
+		}
 		return
 	}
 	if count == 0 || !b.fits(op, "count", count) || b.holdStore(d, dstOff, s, srcOff, count) {
@@ -445,8 +454,18 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	}
 	kvRow := kvHeads * headDim
 	for _, c := range [2]*tensor{kt, vt} {
-		if c.dt != dtype.F32 && c.dt != dtype.F16 {
-			b.shape(op, "cache %v is not F32 or F16", c)
+		if _, ok := faTypes[c.dt]; !ok || !a.Flash && c.dt != dtype.F32 && c.dt != dtype.F16 {
+			if c == vt && ok {
+				b.shape(op, "V cache %v: a quantised or BF16 V needs flash attention (Attn.Flash)", c)
+			} else if ok {
+				b.shape(op, "K cache %v: a quantised or BF16 K needs flash attention (Attn.Flash)", c)
+			} else {
+				b.shape(op, "cache %v is not F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL", c)
+			}
+			return
+		}
+		if bs := c.dt.BlockSize(); headDim%bs != 0 {
+			b.shape(op, "cache %v: head size %d is not a whole number of its %d-element blocks", c, headDim, bs)
 			return
 		}
 		if c.elems%kvRow != 0 || c.elems/kvRow < kv.Hi {
@@ -462,6 +481,10 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		return
 	}
 	b.checkStatus = true
+	if a.Flash {
+		b.attendFlash(op, ot, qt, kt, vt, rt, ct, n, kv, a)
+		return
+	}
 	// The AVX-512 arithmetic is for K and V caches of one type (numerics.Flavour).
 	wide := b.flavour.Wide() && kt.dt == vt.dt
 	if parts := b.attnPartitions(n, kv.Hi-kv.Lo, heads); parts > 1 {

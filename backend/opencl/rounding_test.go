@@ -157,23 +157,33 @@ func testCopySliceF16(t *testing.T, dev *Backend) {
 
 }
 
-// TestCacheTypeErrors checks that only F32 and F16 convert into each other and that
-// attention refuses caches of other types, each on a fresh backend since
-// errors are sticky.
+// TestCacheTypeErrors checks CopySlice's cache conversions that do not
+// exist and attention's refusal of caches it cannot read, each on a fresh
+// backend since errors are sticky.
 func TestCacheTypeErrors(t *testing.T) { eachDevice(t, testCacheTypeErrors) }
 
 func testCacheTypeErrors(t *testing.T, dev *Backend) {
 	cases := []struct {
 		name, want string
-		op         func(b *Backend, f32, f16, bf16, q backend.Tensor)
+		op         func(b *Backend, f32, f16, bf16, q8, q4k, q backend.Tensor)
 	}{
-		{"BF16 into F32", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(f32, 0, bf16, 0, 4) }},
-		{"F32 into BF16", "want both F32", func(b *Backend, f32, _, bf16, _ backend.Tensor) { b.CopySlice(bf16, 0, f32, 0, 4) }},
-		{"BF16 K cache", "is not F32 or F16", func(b *Backend, f32, f16, bf16, q backend.Tensor) {
+		{"F16 into BF16", "want both F32", func(b *Backend, _, f16, bf16, _, _, _ backend.Tensor) { b.CopySlice(bf16, 0, f16, 0, 4) }},
+		{"F32 into Q4_K", "want both F32", func(b *Backend, f32, _, _, _, q4k, _ backend.Tensor) { b.CopySlice(q4k, 0, f32, 0, 8) }},
+		{"Q8_0 part of a block", "whole blocks", func(b *Backend, f32, _, _, q8, _, _ backend.Tensor) { b.CopySlice(q8, 0, f32, 0, 4) }},
+		{"BF16 K cache", "needs flash attention", func(b *Backend, _, f16, bf16, _, _, q backend.Tensor) {
 			b.Attention(q, q, bf16, f16, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
 		}},
-		{"BF16 V cache", "is not F32 or F16", func(b *Backend, f32, f16, bf16, q backend.Tensor) {
+		{"BF16 V cache", "needs flash attention", func(b *Backend, _, f16, bf16, _, _, q backend.Tensor) {
 			b.Attention(q, q, f16, bf16, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
+		}},
+		{"Q8_0 V cache", "a quantised or BF16 V needs flash attention", func(b *Backend, _, f16, _, q8, _, q backend.Tensor) {
+			b.Attention(q, q, f16, q8, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5})
+		}},
+		{"Q4_K cache", "is not F32, F16, BF16", func(b *Backend, _, f16, _, _, q4k, q backend.Tensor) {
+			b.Attention(q, q, f16, q4k, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5, Flash: true})
+		}},
+		{"Q8_0 of head size 4", "whole number of its 32-element blocks", func(b *Backend, _, f16, _, q8, _, q backend.Tensor) {
+			b.Attention(q, q, f16, q8, 1, causal(t, b, 1, 0), backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5, Flash: true})
 		}},
 	}
 	for _, c := range cases {
@@ -181,8 +191,10 @@ func testCacheTypeErrors(t *testing.T, dev *Backend) {
 		f32, _ := b.Alloc(dtype.F32, 2, 1, 4)
 		f16, _ := b.Alloc(dtype.F16, 2, 1, 4)
 		bf16, _ := b.Alloc(dtype.BF16, 2, 1, 4)
+		q8, _ := b.Alloc(dtype.Q8_0, 1, 32)
+		q4k, _ := b.Alloc(dtype.Q4_K, 1, 256)
 		q, _ := b.Alloc(dtype.F32, 1, 8)
-		c.op(b, f32, f16, bf16, q)
+		c.op(b, f32, f16, bf16, q8, q4k, q)
 		if err := b.Err(); !errors.Is(err, backend.ErrShape) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want a shape error saying %q", c.name, err, c.want)
 		}
