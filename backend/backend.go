@@ -103,6 +103,13 @@ type Backend interface {
 	// dtype.RoundActivations defines (llama.cpp's arithmetic, which allows
 	// integer dot products); every backend rounds identically.
 	MatMulTransposed(dst, x, w Tensor, n int)
+	// MatMulDecode is MatMulTransposed with every row in a decode step's
+	// arithmetic: row i gets the bits MatMulTransposed gives it as a lone row
+	// (n = 1), whatever the other rows. A matmul of several rows may sum in
+	// another order (tinyBLAS's for float weights, a GEMM on a device);
+	// speculative verification, whose drafted rows must give plain
+	// decoding's bits, takes this one (with KVView.Decode).
+	MatMulDecode(dst, x, w Tensor, n int)
 	// RMSNorm computes dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
 	// w may also be shorter than a row, of a length k dividing it: then each
 	// run of k elements is normalised on its own (the per-head Q/K norms of

@@ -89,6 +89,12 @@ type Options struct {
 	Stop []string
 	// Hooks run on each step's logits.
 	Hooks Hooks
+	// Speculative, when set, drafts tokens and verifies them with the
+	// model in one step (speculative decoding), which changes no token:
+	// greedy ones are plain decoding's to the bit, sampled ones keep
+	// their distribution. A generation it cannot serve runs without it
+	// (Generator.Speculating says why).
+	Speculative *Speculative
 
 	// OnToken receives each generated token of Generate as soon as it is
 	// chosen, with the text it releases; an error wrapping ErrStop ends
@@ -135,6 +141,15 @@ type Generator struct {
 
 	start, last time.Time
 	shifts      int
+
+	// Speculative decoding: why it is off (specOff), the tokens a
+	// verification chose that Next has yet to hand out (ready; all but
+	// the last are in the session), and buffers.
+	specOff  string
+	ready    []int32
+	specIDs  []int32
+	specRows []float32
+	specHist []int32
 }
 
 // NewGenerator prepares a generation on s.
@@ -143,6 +158,7 @@ func (s *Session) NewGenerator(o Options) (*Generator, error) {
 		return nil, err
 	}
 	g := &Generator{s: s, o: o, stops: NewStopStrings(o.Stop)}
+	g.specOff = specCheck(s, o)
 	if o.Tokenizer != nil {
 		g.dec = o.Tokenizer.NewStreamDecoder()
 	} else if len(g.stops.stops) > 0 {
@@ -190,17 +206,37 @@ func (g *Generator) Next(ctx context.Context) (Token, error) {
 	if g.o.MaxTokens >= 0 && len(g.tm.Generated) >= g.o.MaxTokens {
 		return g.finished(-1, "", FinishLength), nil
 	}
-	id, err := g.choose(ctx)
-	if errors.Is(err, ErrContextFull) {
-		return g.finished(-1, "", FinishContext), nil
+	if len(g.ready) == 0 && g.o.Speculative != nil && g.specOff == "" {
+		ready, err := g.speculate(ctx)
+		if err != nil {
+			return Token{ID: -1}, err
+		}
+		g.ready = ready
 	}
-	if err != nil {
-		return Token{ID: -1}, err
+	var id int32
+	if len(g.ready) > 0 {
+		id = g.ready[0]
+		g.ready = g.ready[1:]
+	} else {
+		var err error
+		id, err = g.choose(ctx)
+		if errors.Is(err, ErrContextFull) {
+			return g.finished(-1, "", FinishContext), nil
+		}
+		if err != nil {
+			return Token{ID: -1}, err
+		}
+		g.tm.Passes++
 	}
+	// With tokens of a verification still to hand out, id and those
+	// before the last are in the session already.
+	fed := len(g.ready) > 0
 	if g.isEnd(id) {
-		return g.finished(id, "", FinishEnd), nil
+		return g.finishedEarly(id, "", FinishEnd, fed)
 	}
-	g.s.Choose(id)
+	if !fed {
+		g.s.Choose(id)
+	}
 	g.history = append(g.history, id)
 	now := time.Now()
 	if len(g.tm.Generated) == 0 {
@@ -215,13 +251,43 @@ func (g *Generator) Next(ctx context.Context) (Token, error) {
 		var stopped bool
 		if text, stopped = g.stops.Add(g.dec.Add(id)); stopped {
 			g.end(FinishStop)
+			if err := g.dropReady(true); err != nil {
+				return Token{ID: -1}, err
+			}
 			return Token{ID: id, Text: text, Finish: FinishStop}, nil
 		}
 	}
 	if g.o.MaxTokens >= 0 && len(g.tm.Generated) >= g.o.MaxTokens {
-		return g.finished(id, text, FinishLength), nil
+		return g.finishedEarly(id, text, FinishLength, false)
 	}
 	return Token{ID: id, Text: text}, nil
+}
+
+// finishedEarly is finished for a generation that may end inside a
+// verification's tokens: the session drops those after id (and id itself
+// when it is an end token, which plain decoding never keeps).
+func (g *Generator) finishedEarly(id int32, text string, f Finish, fedEnd bool) (Token, error) {
+	if err := g.dropReady(!fedEnd); err != nil {
+		return Token{ID: -1}, err
+	}
+	return g.finished(id, text, f), nil
+}
+
+// dropReady removes from the session the tokens of a verification after
+// the one just handed out (kept: that one stays; else it goes too), so that
+// the session ends as plain decoding's would.
+func (g *Generator) dropReady(kept bool) error {
+	if len(g.ready) == 0 {
+		return nil
+	}
+	// All of ready but its last are in the session, after the token
+	// handed out.
+	drop := len(g.ready) - 1
+	if !kept {
+		drop++
+	}
+	g.ready = g.ready[:0]
+	return g.s.Truncate(g.s.Len() - drop)
 }
 
 // choose picks the next token without appending it: the device's argmax
