@@ -99,13 +99,14 @@ type Model struct {
 	// Device names the hardware (or ONNX Runtime) that runs the model.
 	Device string
 	// Info is one line: backend, device, file and shape.
-	Info string
-	// Draft is the draft model of speculative decoding (Options.Spec), nil
-	// when there is none.
-	Draft   *Model
-	spec    SpecOptions
+	Info    string
 	eos     []int32 // extra end-of-generation ids (ONNX configs)
 	closers []func() error
+
+	// Draft is the draft model of speculative decoding (Options.Spec), nil
+	// when there is none.
+	Draft *Model
+	spec  SpecOptions
 }
 
 // Close releases the model, its backend and the mapped file.

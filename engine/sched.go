@@ -71,22 +71,23 @@ var gatherFor time.Duration
 // signals done when it is over; the session reads them after that. A
 // session reuses its one request, so a step allocates nothing.
 type request struct {
-	seq    int
-	base   int // the position of tokens[0]
-	tokens []int32
-	want   want
-	logits []float32 // filled when want includes wantLogits
-	fed    int
-	id     int32 // the argmax, when want includes wantArgmax
-	err    error
+	seq      int
+	base     int // the position of tokens[0]
+	tokens   []int32
+	want     want
+	logits   []float32 // filled when want includes wantLogits
+	fed      int
+	id       int32 // the argmax, when want includes wantArgmax
+	err      error
+	canceled bool          // set under Engine.mu
+	done     chan struct{} // signalled once when the request is over
+
 	// verify: the tokens are one speculative verification, fed in one
 	// step as decode steps (Verifier), every one an output: ids gets each
 	// argmax (wantArgmax), rows each one's logits (wantLogits).
-	verify   bool
-	ids      []int32
-	rows     []float32
-	canceled bool          // set under Engine.mu
-	done     chan struct{} // signalled once when the request is over
+	verify bool
+	ids    []int32
+	rows   []float32
 }
 
 // want says what a request reads from its last token.
