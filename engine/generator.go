@@ -353,6 +353,9 @@ func (g *Generator) Finish() Finish { return g.finish }
 // Timing is what the generation did and measured so far.
 func (g *Generator) Timing() Timing {
 	tm := g.tm
+	if g.o.Speculative != nil {
+		tm.SpecOff = g.specOff
+	}
 	tm.Shifts = g.s.shifts - g.shifts
 	return tm
 }
