@@ -261,3 +261,75 @@ func b01(b bool) int {
 	}
 	return 0
 }
+
+// TestSpeculativeBesideOthers: a session verifying drafts shares the
+// engine's steps with another session's long prompt and its decoding; both
+// choose the ids each chooses alone (Q8_0 weights, whose rows do not
+// depend on the batch), and the prompt is not starved by the
+// verifications, which take no prompt chunk into their steps.
+func TestSpeculativeBesideOthers(t *testing.T) {
+	p := specPairs(t)[1]
+	ctx := context.Background()
+	newB := func() backend.Backend {
+		b := cpu.New(2)
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	load := func(path string) *engine.Engine {
+		f, err := load.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		m, err := layers.Load(newB(), f.Config, f.Source, layers.Options{Context: 512, Seqs: 2, MaxOutputs: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := engine.New(m)
+		e.SetStepTokens(16) // the long prompt takes many steps
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	target, draft := load(p.target), load(p.draft)
+	short := []int32{1, 20, 31, 42}
+	long := make([]int32, 120)
+	for i := range long {
+		long[i] = int32(3 + i*7%200)
+	}
+	gen := func(prompt []int32, spec bool) []int32 {
+		o := engine.Options{MaxTokens: 32}
+		if spec {
+			ds, err := draft.NewSession(engine.SessionOptions{})
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			md := engine.NewModelDrafter(ds, 0)
+			defer md.Close()
+			o.Speculative = &engine.Speculative{Drafter: md, Max: 4}
+		}
+		tm, err := engine.Generate(ctx, target, prompt, o)
+		if err != nil {
+			t.Error(err)
+		}
+		if spec && tm.Drafted == 0 {
+			t.Error("nothing drafted")
+		}
+		return tm.Generated
+	}
+	aloneShort, aloneLong := gen(short, false), gen(long, false)
+	var both [2][]int32
+	done := make(chan struct{})
+	go func() {
+		both[1] = gen(long, false)
+		close(done)
+	}()
+	both[0] = gen(short, true)
+	<-done
+	if !slices.Equal(both[0], aloneShort) {
+		t.Errorf("speculative session beside a prompt: %v, alone %v", both[0], aloneShort)
+	}
+	if !slices.Equal(both[1], aloneLong) {
+		t.Errorf("the prompt's session beside a speculative one: %v, alone %v", both[1], aloneLong)
+	}
+}
