@@ -353,7 +353,9 @@ func (e *Engine) plan() {
 	e.verifying = false
 	if !(prompts && e.lastVerified) {
 		for _, r := range e.queue {
-			if n := len(r.tokens); r.verify && n <= budget && n <= outputs {
+			// A verification over the budget (lowered since it was
+			// checked) still runs, alone.
+			if n := len(r.tokens); r.verify && n <= outputs && (n <= budget || len(e.takes) == 0) {
 				budget -= n
 				outputs -= n
 				e.takes = append(e.takes, take{r: r, n: n, output: true, all: true})

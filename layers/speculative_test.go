@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/glint-llm/glint/backend"
@@ -331,5 +332,58 @@ func TestSpeculativeBesideOthers(t *testing.T) {
 	}
 	if !slices.Equal(both[1], aloneLong) {
 		t.Errorf("the prompt's session beside a speculative one: %v, alone %v", both[1], aloneLong)
+	}
+}
+
+// TestVerifyErrors: Verify refuses what it cannot run, with an error
+// naming it, and leaves the session usable.
+func TestVerifyErrors(t *testing.T) {
+	p := specPairs(t)[1]
+	b := cpu.New(1)
+	t.Cleanup(func() { b.Close() })
+	e := engineOn(t, b, p.target, dtype.F32)
+	ctx := context.Background()
+	s, err := e.NewSession(engine.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Prefill(ctx, []int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	v := e.Vocab()
+	ids := make([]int32, 3)
+	for _, c := range []struct {
+		name   string
+		drafts []int32
+		ids    []int32
+		want   string
+	}{
+		{"nothing chosen", []int32{4, 5}, ids, "pending"},
+	} {
+		if err := s.Verify(ctx, c.drafts, c.ids, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error about %q", c.name, err, c.want)
+		}
+	}
+	s.Choose(7)
+	for _, c := range []struct {
+		name   string
+		drafts []int32
+		ids    []int32
+		want   string
+	}{
+		{"draft outside the vocabulary", []int32{4, int32(v)}, ids, "outside the vocabulary"},
+		{"ids of the wrong length", []int32{4, 5}, ids[:2], "into 2 ids"},
+		{"more drafts than a step reads", make([]int32, 8), make([]int32, 9), "room for 7"},
+	} {
+		if err := s.Verify(ctx, c.drafts, c.ids, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error about %q", c.name, err, c.want)
+		}
+	}
+	if err := s.Verify(ctx, []int32{4, 5}, ids, nil); err != nil {
+		t.Fatalf("a good verification after the bad ones: %v", err)
+	}
+	if s.Len() != 6 {
+		t.Errorf("the session holds %d tokens after verifying 2 drafts after 4, want 6", s.Len())
 	}
 }
