@@ -19,6 +19,7 @@ import (
 	"github.com/glint-llm/glint/model/load"
 	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/sample"
+	"github.com/glint-llm/glint/tokenizer"
 )
 
 // specPair is a target model and the draft model that drafts for it.
@@ -385,5 +386,87 @@ func TestVerifyErrors(t *testing.T) {
 	}
 	if s.Len() != 6 {
 		t.Errorf("the session holds %d tokens after verifying 2 drafts after 4, want 6", s.Len())
+	}
+}
+
+// TestSpeculativeEnds: a generation that ends inside a run of accepted
+// drafts (at a stop string) or at its end (an end token, the token limit)
+// hands out plain decoding's tokens and leaves the session holding plain
+// decoding's tokens, so that a continuation goes on from the same place.
+func TestSpeculativeEnds(t *testing.T) {
+	// The model drafts for itself: every draft is accepted, so runs are
+	// long; weights of a larger spread make its choices varied.
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := synth.WriteGGUF(path, synth.Options{Shape: "tiny", Type: "Q8_0", Seed: 3, Std: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	newB := func() backend.Backend {
+		b := cpu.New(1)
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	target, draft := engineOn(t, newB(), path, dtype.F32), engineOn(t, newB(), path, dtype.F32)
+	f, err := load.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f.GGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{1, 20, 31, 42}
+	run := func(o engine.Options, spec bool) ([]int32, []int32) {
+		if spec {
+			ds, err := draft.NewSession(engine.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := engine.NewModelDrafter(ds, 0)
+			defer md.Close()
+			o.Speculative = &engine.Speculative{Drafter: md, Max: 6}
+		}
+		s, err := target.NewSession(engine.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		tm, err := s.Generate(ctx, prompt, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One more plain token: the session goes on as it would have.
+		next, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.Generated, append(s.Tokens()[:s.Len()-1:s.Len()-1], next)
+	}
+	all, _ := run(engine.Options{MaxTokens: 24}, false)
+	type ending struct {
+		name string
+		o    engine.Options
+	}
+	var cases []ending
+	for i := 3; i < 20; i++ {
+		// An end token first met after i others (some inside a run of
+		// accepted drafts, some at its last).
+		if !slices.Contains(all[:i], all[i]) {
+			cases = append(cases, ending{fmt.Sprintf("end token %d", all[i]), engine.Options{MaxTokens: 24, EOG: func(id int32) bool { return id == all[i] }}})
+		}
+		cases = append(cases, ending{fmt.Sprintf("length %d", i), engine.Options{MaxTokens: i}})
+		// A stop string completed by token i: the tokens after it in
+		// its run leave the session.
+		if s := tok.Decode(all[i : i+1]); strings.TrimSpace(s) != "" && !strings.Contains(tok.Decode(all[:i]), s) {
+			cases = append(cases, ending{fmt.Sprintf("stop %q", s), engine.Options{MaxTokens: 24, Tokenizer: tok, Stop: []string{s}}})
+		}
+	}
+	for _, c := range cases {
+		wantIDs, wantSess := run(c.o, false)
+		gotIDs, gotSess := run(c.o, true)
+		if !slices.Equal(gotIDs, wantIDs) || !slices.Equal(gotSess, wantSess) {
+			t.Errorf("%s: speculative ids %v, session then %v; plain %v, %v", c.name, gotIDs, gotSess, wantIDs, wantSess)
+		}
 	}
 }
