@@ -49,11 +49,10 @@ func (f Finish) String() string {
 // of them makes every step read the logits back from the model, greedy
 // ones too (the argmax is then taken on the host, by the device's rule).
 //
-// Draft verification (speculative decoding) belongs in the same step:
-// Generator.Next would feed a draft's tokens in one request, read the
-// logits of each, and accept the longest prefix the sampler agrees with,
-// each accepted token passing through Logits, Chosen and the text path as
-// a single one does. The engine's requests read one output each today.
+// Speculative decoding (Options.Speculative) runs each verified token's
+// logits through them in order, as plain decoding's steps would, up to
+// the first draft rejected, so that a hook sees what it would see without
+// drafts.
 type Hooks struct {
 	// Logits sees each step's logits before the sampler and may change
 	// them: a grammar or schema masks the tokens it forbids by setting
