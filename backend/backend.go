@@ -165,8 +165,9 @@ type Backend interface {
 	// F16 V each probability is rounded to f16 first. A cell the row does
 	// not see contributes nothing; a row that sees no cell gets zeros. A row
 	// whose sequence has other rows in the call takes ggml's prefill
-	// arithmetic, a lone row of its sequence a decode step's, so that a
-	// row's bits do not depend on the other sequences batched with it.
+	// arithmetic, a lone row of its sequence a decode step's (every row
+	// does with KVView.Decode), so that a row's bits do not depend on the
+	// other sequences batched with it.
 	Attention(out, q, k, v Tensor, n int, kv KVView, a Attn)
 	// Argmax writes, for each of the first n rows of x, the index of its
 	// largest element (the first on ties) to the I32 tensor dst.
