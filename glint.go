@@ -69,6 +69,8 @@ type Options struct {
 	// and before the weights load onto it (backend.Profiled, for reports);
 	// Model.Backend is what it returns. Unused for onnx.
 	Wrap func(backend.Backend) backend.Backend
+	// Spec configures speculative decoding (Model.Speculation).
+	Spec SpecOptions
 
 	cacheK, cacheV dtype.Type // parsed CacheTypeK, CacheTypeV
 }
@@ -100,6 +102,11 @@ type Model struct {
 	Info    string
 	eos     []int32 // extra end-of-generation ids (ONNX configs)
 	closers []func() error
+
+	// Draft is the draft model of speculative decoding (Options.Spec), nil
+	// when there is none.
+	Draft *Model
+	spec  SpecOptions
 }
 
 // Close releases the model, its backend and the mapped file.
@@ -133,7 +140,11 @@ func NewBackend(o Options) (backend.Backend, error) {
 // Open loads path on o.Backend.
 func Open(path string, o Options) (*Model, error) {
 	start := time.Now()
-	m := &Model{Pooling: engine.PoolingUnspecified}
+	m := &Model{Pooling: engine.PoolingUnspecified, spec: o.Spec}
+	specKind, err := o.Spec.kind()
+	if err != nil {
+		return nil, err
+	}
 	if o.Backend == "onnx" {
 		om, err := onnx.Open(path, onnx.Options{Lib: o.OrtLib, Threads: o.Threads})
 		if err != nil {
@@ -201,8 +212,13 @@ func Open(path string, o Options) (*Model, error) {
 		return nil, fmt.Errorf("KV layout %q: want unified or per-stream", o.KVLayout)
 	}
 	ctx := ContextSize(o.Context, f.Config.Context)
+	// A verification reads the logits of every token it feeds.
+	outputs := 0
+	if specKind != "" {
+		outputs = max(o.Seqs, 8, o.Spec.draftMax()+1)
+	}
 	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress, CacheK: o.cacheK, CacheV: o.cacheV,
-		Seqs: o.Seqs, Layout: layout})
+		Seqs: o.Seqs, Layout: layout, MaxOutputs: outputs})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -219,6 +235,16 @@ func Open(path string, o Options) (*Model, error) {
 	}
 	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %v/%v",
 		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs, o.cacheK, o.cacheV)
+	if specKind == "draft" {
+		d, err := openDraft(m, o)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.Draft = d
+		m.closers = append(m.closers, d.Close)
+		m.Info += "; draft: " + d.Info
+	}
 	return m, nil
 }
 

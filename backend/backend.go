@@ -103,6 +103,13 @@ type Backend interface {
 	// dtype.RoundActivations defines (llama.cpp's arithmetic, which allows
 	// integer dot products); every backend rounds identically.
 	MatMulTransposed(dst, x, w Tensor, n int)
+	// MatMulDecode is MatMulTransposed with every row in a decode step's
+	// arithmetic: row i gets the bits MatMulTransposed gives it as a lone row
+	// (n = 1), whatever the other rows. A matmul of several rows may sum in
+	// another order (tinyBLAS's for float weights, a GEMM on a device);
+	// speculative verification, whose drafted rows must give plain
+	// decoding's bits, takes this one (with KVView.Decode).
+	MatMulDecode(dst, x, w Tensor, n int)
 	// RMSNorm computes dst[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w.
 	// w may also be shorter than a row, of a length k dividing it: then each
 	// run of k elements is normalised on its own (the per-head Q/K norms of
@@ -158,8 +165,9 @@ type Backend interface {
 	// F16 V each probability is rounded to f16 first. A cell the row does
 	// not see contributes nothing; a row that sees no cell gets zeros. A row
 	// whose sequence has other rows in the call takes ggml's prefill
-	// arithmetic, a lone row of its sequence a decode step's, so that a
-	// row's bits do not depend on the other sequences batched with it.
+	// arithmetic, a lone row of its sequence a decode step's (every row
+	// does with KVView.Decode), so that a row's bits do not depend on the
+	// other sequences batched with it.
 	Attention(out, q, k, v Tensor, n int, kv KVView, a Attn)
 	// Argmax writes, for each of the first n rows of x, the index of its
 	// largest element (the first on ties) to the I32 tensor dst.

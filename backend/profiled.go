@@ -256,6 +256,10 @@ func (p *ProfiledBackend) MatMulTransposed(dst, x, w Tensor, n int) {
 	p.timed(OpMatMul, func() { p.inner.MatMulTransposed(dst, x, w, n) })
 }
 
+func (p *ProfiledBackend) MatMulDecode(dst, x, w Tensor, n int) {
+	p.timed(OpMatMul, func() { p.inner.MatMulDecode(dst, x, w, n) })
+}
+
 func (p *ProfiledBackend) RMSNorm(dst, x, w Tensor, n int, eps float32) {
 	p.timed(OpNorm, func() { p.inner.RMSNorm(dst, x, w, n, eps) })
 }

@@ -101,3 +101,13 @@ func Batch(seq, pos int, tokens []int32) []Item {
 	}
 	return b
 }
+
+// Verifier is a Model that runs a batch as decode steps: Verify is Decode
+// with every token given the arithmetic of a decode step of its own, so
+// that the logits of a sequence's tokens fed together are, to the bit,
+// those of feeding them one at a time. Speculative decoding verifies its
+// drafts with it, so that it never changes the answer; a Model without it
+// is not drafted for.
+type Verifier interface {
+	Verify(batch []Item) error
+}

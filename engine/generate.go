@@ -20,6 +20,13 @@ type Timing struct {
 	ContextFull bool
 	// Shifts counts the context shifts made.
 	Shifts int
+	// SpecOff says why speculative decoding, asked for, did not run.
+	SpecOff string
+	// Passes counts the model's steps that chose generated tokens (one
+	// per token without speculative decoding; the first token's is the
+	// prompt's); Drafted and Accepted count the tokens drafts proposed
+	// and the model took.
+	Passes, Drafted, Accepted int
 }
 
 // AvgTBT is the mean of the gaps (0 with fewer than two tokens).

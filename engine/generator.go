@@ -49,11 +49,10 @@ func (f Finish) String() string {
 // of them makes every step read the logits back from the model, greedy
 // ones too (the argmax is then taken on the host, by the device's rule).
 //
-// Draft verification (speculative decoding) belongs in the same step:
-// Generator.Next would feed a draft's tokens in one request, read the
-// logits of each, and accept the longest prefix the sampler agrees with,
-// each accepted token passing through Logits, Chosen and the text path as
-// a single one does. The engine's requests read one output each today.
+// Speculative decoding (Options.Speculative) runs each verified token's
+// logits through them in order, as plain decoding's steps would, up to
+// the first draft rejected, so that a hook sees what it would see without
+// drafts.
 type Hooks struct {
 	// Logits sees each step's logits before the sampler and may change
 	// them: a grammar or schema masks the tokens it forbids by setting
@@ -89,6 +88,12 @@ type Options struct {
 	Stop []string
 	// Hooks run on each step's logits.
 	Hooks Hooks
+	// Speculative, when set, drafts tokens and verifies them with the
+	// model in one step (speculative decoding), which changes no token:
+	// greedy ones are plain decoding's to the bit, sampled ones keep
+	// their distribution. A generation it cannot serve runs without it
+	// (Generator.Speculating says why).
+	Speculative *Speculative
 
 	// OnToken receives each generated token of Generate as soon as it is
 	// chosen, with the text it releases; an error wrapping ErrStop ends
@@ -135,6 +140,15 @@ type Generator struct {
 
 	start, last time.Time
 	shifts      int
+
+	// Speculative decoding: why it is off (specOff), the tokens a
+	// verification chose that Next has yet to hand out (ready; all but
+	// the last are in the session), and buffers.
+	specOff  string
+	ready    []int32
+	specIDs  []int32
+	specRows []float32
+	specHist []int32
 }
 
 // NewGenerator prepares a generation on s.
@@ -143,6 +157,7 @@ func (s *Session) NewGenerator(o Options) (*Generator, error) {
 		return nil, err
 	}
 	g := &Generator{s: s, o: o, stops: NewStopStrings(o.Stop)}
+	g.specOff = specCheck(s, o)
 	if o.Tokenizer != nil {
 		g.dec = o.Tokenizer.NewStreamDecoder()
 	} else if len(g.stops.stops) > 0 {
@@ -190,17 +205,37 @@ func (g *Generator) Next(ctx context.Context) (Token, error) {
 	if g.o.MaxTokens >= 0 && len(g.tm.Generated) >= g.o.MaxTokens {
 		return g.finished(-1, "", FinishLength), nil
 	}
-	id, err := g.choose(ctx)
-	if errors.Is(err, ErrContextFull) {
-		return g.finished(-1, "", FinishContext), nil
+	if len(g.ready) == 0 && g.o.Speculative != nil && g.specOff == "" {
+		ready, err := g.speculate(ctx)
+		if err != nil {
+			return Token{ID: -1}, err
+		}
+		g.ready = ready
 	}
-	if err != nil {
-		return Token{ID: -1}, err
+	var id int32
+	if len(g.ready) > 0 {
+		id = g.ready[0]
+		g.ready = g.ready[1:]
+	} else {
+		var err error
+		id, err = g.choose(ctx)
+		if errors.Is(err, ErrContextFull) {
+			return g.finished(-1, "", FinishContext), nil
+		}
+		if err != nil {
+			return Token{ID: -1}, err
+		}
+		g.tm.Passes++
 	}
+	// With tokens of a verification still to hand out, id and those
+	// before the last are in the session already.
+	fed := len(g.ready) > 0
 	if g.isEnd(id) {
-		return g.finished(id, "", FinishEnd), nil
+		return g.finishedEarly(id, "", FinishEnd, fed)
 	}
-	g.s.Choose(id)
+	if !fed {
+		g.s.Choose(id)
+	}
 	g.history = append(g.history, id)
 	now := time.Now()
 	if len(g.tm.Generated) == 0 {
@@ -215,13 +250,43 @@ func (g *Generator) Next(ctx context.Context) (Token, error) {
 		var stopped bool
 		if text, stopped = g.stops.Add(g.dec.Add(id)); stopped {
 			g.end(FinishStop)
+			if err := g.dropReady(true); err != nil {
+				return Token{ID: -1}, err
+			}
 			return Token{ID: id, Text: text, Finish: FinishStop}, nil
 		}
 	}
 	if g.o.MaxTokens >= 0 && len(g.tm.Generated) >= g.o.MaxTokens {
-		return g.finished(id, text, FinishLength), nil
+		return g.finishedEarly(id, text, FinishLength, false)
 	}
 	return Token{ID: id, Text: text}, nil
+}
+
+// finishedEarly is finished for a generation that may end inside a
+// verification's tokens: the session drops those after id (and id itself
+// when it is an end token, which plain decoding never keeps).
+func (g *Generator) finishedEarly(id int32, text string, f Finish, fedEnd bool) (Token, error) {
+	if err := g.dropReady(!fedEnd); err != nil {
+		return Token{ID: -1}, err
+	}
+	return g.finished(id, text, f), nil
+}
+
+// dropReady removes from the session the tokens of a verification after
+// the one just handed out (kept: that one stays; else it goes too), so that
+// the session ends as plain decoding's would.
+func (g *Generator) dropReady(kept bool) error {
+	if len(g.ready) == 0 {
+		return nil
+	}
+	// All of ready but its last are in the session, after the token
+	// handed out.
+	drop := len(g.ready) - 1
+	if !kept {
+		drop++
+	}
+	g.ready = g.ready[:0]
+	return g.s.Truncate(g.s.Len() - drop)
 }
 
 // choose picks the next token without appending it: the device's argmax
@@ -287,6 +352,9 @@ func (g *Generator) Finish() Finish { return g.finish }
 // Timing is what the generation did and measured so far.
 func (g *Generator) Timing() Timing {
 	tm := g.tm
+	if g.o.Speculative != nil {
+		tm.SpecOff = g.specOff
+	}
 	tm.Shifts = g.s.shifts - g.shifts
 	return tm
 }

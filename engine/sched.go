@@ -54,6 +54,9 @@ type Engine struct {
 	takes    []take
 	best     []int32
 	lastStep time.Duration
+	// verifying: this step runs the verifications (Verifier); lastVerified:
+	// the last one did, so prompt chunks waiting go first in this one.
+	verifying, lastVerified bool
 }
 
 // maxGather is the longest a step waits for the sessions of the last one
@@ -78,6 +81,13 @@ type request struct {
 	err      error
 	canceled bool          // set under Engine.mu
 	done     chan struct{} // signalled once when the request is over
+
+	// verify: the tokens are one speculative verification, fed in one
+	// step as decode steps (Verifier), every one an output: ids gets each
+	// argmax (wantArgmax), rows each one's logits (wantLogits).
+	verify bool
+	ids    []int32
+	rows   []float32
 }
 
 // want says what a request reads from its last token.
@@ -93,6 +103,7 @@ type take struct {
 	r      *request
 	n      int
 	output bool
+	all    bool // every token an output (a verification)
 }
 
 // New starts an engine over m, which it owns from now on (Close closes it).
@@ -313,7 +324,10 @@ func (e *Engine) takeOf(r *request) *take {
 // plan chooses this step's tokens: every request's last token first (the
 // decode steps of sessions generating), then chunks of the others in
 // queue order, up to the step's budget of tokens and the model's outputs.
-// Under mu.
+// Verifications (speculative decoding) run whole, every token an output,
+// in steps whose every row takes a decode step's arithmetic; such a step
+// takes no prompt chunk, whose rows would lose the prefill's speed, and
+// after one a waiting prompt goes first. Under mu.
 func (e *Engine) plan() {
 	e.takes = e.takes[:0]
 	budget, outputs := e.stepTokens, e.m.MaxOutputs()
@@ -332,13 +346,34 @@ func (e *Engine) plan() {
 		budget -= n
 		e.takes = append(e.takes, take{r: r, n: n, output: out})
 	}
+	prompts := false
 	for _, r := range e.queue {
-		if len(r.tokens)-r.fed == 1 && budget > 0 {
+		prompts = prompts || !r.verify && len(r.tokens)-r.fed > 1
+	}
+	e.verifying = false
+	if !(prompts && e.lastVerified) {
+		for _, r := range e.queue {
+			// A verification over the budget (lowered since it was
+			// checked) still runs, alone.
+			if n := len(r.tokens); r.verify && n <= outputs && (n <= budget || len(e.takes) == 0) {
+				budget -= n
+				outputs -= n
+				e.takes = append(e.takes, take{r: r, n: n, output: true, all: true})
+				e.verifying = true
+			}
+		}
+	}
+	e.lastVerified = e.verifying
+	for _, r := range e.queue {
+		if !r.verify && len(r.tokens)-r.fed == 1 && budget > 0 {
 			add(r, 1)
 		}
 	}
+	if e.verifying {
+		return
+	}
 	for _, r := range e.queue {
-		if left := len(r.tokens) - r.fed; left > 1 && budget > 0 {
+		if left := len(r.tokens) - r.fed; !r.verify && left > 1 && budget > 0 {
 			add(r, min(left, budget))
 		}
 	}
@@ -362,14 +397,21 @@ func (e *Engine) step() (err error) {
 		for i := range t.n {
 			j := r.fed + i
 			e.batch = append(e.batch, Item{Token: r.tokens[j], Pos: int32(r.base + j), Seq: r.seq,
-				Output: t.output && i == t.n-1})
+				Output: t.output && (t.all || i == t.n-1)})
 		}
-		if t.output {
+		switch {
+		case t.all:
+			outs += t.n
+		case t.output:
 			outs++
 		}
 	}
 	start := time.Now()
-	err = e.m.Decode(e.batch)
+	if e.verifying {
+		err = e.m.(Verifier).Verify(e.batch)
+	} else {
+		err = e.m.Decode(e.batch)
+	}
 	e.lastStep = time.Since(start)
 	if err != nil {
 		return err
@@ -388,6 +430,13 @@ func (e *Engine) step() (err error) {
 	o := 0
 	for _, t := range e.takes {
 		if !t.output {
+			continue
+		}
+		if t.all {
+			if err := e.readAll(t, o); err != nil {
+				return err
+			}
+			o += t.n
 			continue
 		}
 		if t.r.want&wantArgmax != 0 {
@@ -431,4 +480,36 @@ func (e *Engine) gather() {
 	}
 	clear(e.back)
 	e.backN = 0
+}
+
+// readAll reads a verification's outputs, o… of the step, into its ids and
+// rows.
+func (e *Engine) readAll(t take, o int) error {
+	r, v := t.r, e.m.Vocab()
+	for j := range t.n {
+		if r.want&wantArgmax != 0 {
+			r.ids[j] = e.best[o+j]
+		}
+		if r.want&wantLogits != 0 {
+			if err := e.m.Logits(o+j, r.rows[j*v:(j+1)*v]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// verifyMax is the most tokens one verification may feed: a step's budget
+// and outputs.
+func (e *Engine) verifyMax() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return min(e.stepTokens, e.m.MaxOutputs())
+}
+
+// CanVerify reports whether the engine's model verifies drafts
+// (Verifier): speculative decoding needs it.
+func (e *Engine) CanVerify() bool {
+	_, ok := e.m.(Verifier)
+	return ok
 }

@@ -49,6 +49,7 @@ type Session struct {
 	shifts             int
 	closed             bool
 	req                request // reused by every feed
+	vtoks              []int32 // a verification's tokens
 }
 
 // NewSession opens a session on a free sequence.
@@ -193,7 +194,7 @@ func (s *Session) feed(ctx context.Context, w want) error {
 		return err
 	}
 	r := &s.req
-	r.seq, r.base, r.tokens, r.want, r.logits = s.seq, len(s.tokens), s.pending, w, nil
+	r.seq, r.base, r.tokens, r.want, r.logits, r.verify = s.seq, len(s.tokens), s.pending, w, nil, false
 	if w&wantLogits != 0 {
 		r.logits = s.logits
 	}
@@ -396,4 +397,62 @@ func (s *Session) Close() error {
 		return nil // the engine and its cells are gone already
 	}
 	return err
+}
+
+// Verify feeds the token chosen last (pending) and drafts after it as one
+// speculative verification: one step in which every token takes a decode
+// step's arithmetic (Verifier), reading the argmax of each of the
+// len(drafts)+1 tokens into ids (nil: none) and, with logits not nil, its
+// logits into logits[i·Vocab:]. The session then holds them all; Truncate
+// drops the drafts rejected. There is no context shift here: drafts that
+// do not fit are the caller's to shorten (VerifyRoom).
+func (s *Session) Verify(ctx context.Context, drafts, ids []int32, logits []float32) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if !s.e.CanVerify() {
+		return fmt.Errorf("engine: Verify: %w", ErrUnsupported)
+	}
+	if len(s.pending) != 1 {
+		return fmt.Errorf("engine: Verify with %d tokens pending, want the one chosen last", len(s.pending))
+	}
+	n, v := 1+len(drafts), s.e.m.Vocab()
+	for i, id := range drafts {
+		if id < 0 || int(id) >= v {
+			return fmt.Errorf("engine: Verify: draft %d: id %d outside the vocabulary of %d", i, id, v)
+		}
+	}
+	if ids != nil && len(ids) != n || logits != nil && len(logits) != n*v || ids == nil && logits == nil {
+		return fmt.Errorf("engine: Verify of %d tokens into %d ids and %d logits", n, len(ids), len(logits))
+	}
+	if n > s.VerifyRoom()+1 {
+		return fmt.Errorf("engine: Verify of %d drafts, room for %d", len(drafts), s.VerifyRoom())
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.vtoks = append(append(s.vtoks[:0], s.pending...), drafts...)
+	r := &s.req
+	r.seq, r.base, r.tokens, r.logits, r.verify = s.seq, len(s.tokens), s.vtoks, nil, true
+	r.ids, r.rows, r.want = ids, logits, 0
+	if ids != nil {
+		r.want |= wantArgmax
+	}
+	if logits != nil {
+		r.want |= wantLogits
+	}
+	s.hasLogits, s.hasBest = false, false
+	err := s.e.submit(ctx, r)
+	r.verify, r.ids, r.rows = false, nil, nil
+	if r.fed == n {
+		s.tokens = append(s.tokens, s.vtoks...)
+		s.pending = s.pending[:0]
+	}
+	return err
+}
+
+// VerifyRoom is the most drafts one Verify may take: what one step feeds
+// and reads, and the context left after the token pending.
+func (s *Session) VerifyRoom() int {
+	return max(0, min(s.e.verifyMax(), s.e.m.Context()-len(s.tokens))-1)
 }

@@ -43,6 +43,10 @@ inline float16 mmc_mad(int mode, int kind, float16 w, float16 x, float16 a) {
 			global const float* x, global float* dst, int K, int M, int S,     \
 			local float* red, int mode) {                                      \
 		int lid = get_local_id(0);                                             \
+		/* Dimension 1 is the token: MatMulDecode runs each row as a lone one. */ \
+		int tok = get_group_id(1);                                             \
+		x += (ulong)tok * K;                                                   \
+		dst += (ulong)tok * M;                                                 \
 		int r = lid / S, lane = lid - r * S;                                   \
 		int o = get_group_id(0) * (get_local_size(0) / S) + r;                 \
 		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;         \

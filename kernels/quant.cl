@@ -739,6 +739,11 @@ inline wu_iq4_xs wload_iq4_xs(global const uchar* row, int u) {
 	kernel void mvq_##T(global const uchar* w, ulong rowBytes, global const char* xq,          \
 			global const float* xd, global float* dst, int K, int M, int S, local int* li) {   \
 		int lid = get_local_id(0);                                                             \
+		/* Dimension 1 is the token: MatMulDecode runs each row as a lone one. */             \
+		int tok = get_group_id(1);                                                             \
+		xq += (ulong)tok * K;                                                                  \
+		xd += (ulong)tok * (K / ABLK_##T) * XDN_##T;                                           \
+		dst += (ulong)tok * M;                                                                 \
 		int r = lid / S, lane = lid - r * S;                                                   \
 		int o = get_group_id(0) * (get_local_size(0) / S) + r;                                 \
 		global const uchar* row = w + (ulong)min(o, M - 1) * rowBytes;                         \

@@ -57,6 +57,10 @@ type State struct {
 	Ropes []backend.Rope // per layer (Gemma 3's sliding layers have their own base)
 	WS    *workspace.LayerWorkspace
 	KV    *kvcache.Cache
+	// Decode gives every row of the batch a decode step's arithmetic
+	// (Model.Verify): the matmuls by MatMulDecode, attention through a view
+	// with KVView.Decode.
+	Decode bool
 }
 
 // Forward runs layer il over the n tokens of the batch the cache has begun
@@ -133,14 +137,14 @@ func (l *Layer) ffn(s *State, n int) {
 		s.linear(ws.Out, ws.Up, l.WDown, l.BDown, n)
 		return
 	}
-	b.MatMulTransposed(ws.Gate, ws.XNorm, l.WGate, n)
-	b.MatMulTransposed(ws.Up, ws.XNorm, l.WUp, n)
+	s.matMul(ws.Gate, ws.XNorm, l.WGate, n)
+	s.matMul(ws.Up, ws.XNorm, l.WUp, n)
 	if s.C.GELU {
 		b.GELUMul(ws.Gate, ws.Gate, ws.Up, n)
 	} else {
 		b.SiLUMul(ws.Gate, ws.Gate, ws.Up, n)
 	}
-	b.MatMulTransposed(ws.Out, ws.Gate, l.WDown, n)
+	s.matMul(ws.Out, ws.Gate, l.WDown, n)
 }
 
 // norm is the architecture's norm: RMSNorm(x)·w, or LayerNorm(x)·w + bias
@@ -155,7 +159,7 @@ func (s *State) norm(dst, x, w, bias backend.Tensor, n int) {
 
 // linear is dst = x·wᵀ, plus bias when there is one.
 func (s *State) linear(dst, x, w, bias backend.Tensor, n int) {
-	s.B.MatMulTransposed(dst, x, w, n)
+	s.matMul(dst, x, w, n)
 	if bias != nil {
 		s.B.AddBias(dst, dst, bias, n)
 	}
@@ -175,8 +179,20 @@ func (s *State) attend(il, n int) {
 	if c.Sliding(il) {
 		a.Window = c.SlidingWindow
 	}
-	s.B.Attention(s.WS.Att, s.WS.Q, kc, vc, n, s.KV.View(), a)
+	kv := s.KV.View()
+	kv.Decode = s.Decode
+	s.B.Attention(s.WS.Att, s.WS.Q, kc, vc, n, kv, a)
 }
 
 // invSqrt is 1/√d as llama.cpp computes it: 1.0f/sqrtf(d).
 func invSqrt(d int) float32 { return 1 / float32(math.Sqrt(float64(d))) }
+
+// matMul is dst = x·wᵀ, each row in a decode step's arithmetic when the
+// batch is a verification (State.Decode).
+func (s *State) matMul(dst, x, w backend.Tensor, n int) {
+	if s.Decode {
+		s.B.MatMulDecode(dst, x, w, n)
+		return
+	}
+	s.B.MatMulTransposed(dst, x, w, n)
+}

@@ -46,6 +46,7 @@ type Model struct {
 
 var (
 	_ engine.Model    = (*Model)(nil)
+	_ engine.Verifier = (*Model)(nil)
 	_ engine.Embedder = (*Model)(nil)
 )
 
@@ -348,7 +349,7 @@ func (m *Model) decode(batch []engine.Item, hidden []float32) error {
 	if out > 0 && hidden == nil {
 		// logits = norm(h)·g_out · W_outᵀ
 		s.norm(s.WS.XNorm, s.WS.Hidden, m.OutputNorm, m.OutputNormB, out)
-		b.MatMulTransposed(s.WS.Logits, s.WS.XNorm, m.Output, out)
+		s.matMul(s.WS.Logits, s.WS.XNorm, m.Output, out)
 		// Gemma 2: logits = c·tanh(logits/c)
 		if c.FinalSoftCap > 0 {
 			b.SoftCap(s.WS.Logits, out, c.FinalSoftCap)
@@ -463,4 +464,12 @@ func (m *Model) kShift() error {
 		return fmt.Errorf("layers: %w", err)
 	}
 	return nil
+}
+
+// Verify implements engine.Verifier: Decode with every row in a decode
+// step's arithmetic (State.Decode), for speculative verification.
+func (m *Model) Verify(batch []engine.Item) error {
+	m.s.Decode = true
+	defer func() { m.s.Decode = false }()
+	return m.decode(batch, nil)
 }

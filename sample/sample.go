@@ -54,11 +54,70 @@ func (s *Sampler) Greedy() bool {
 // Sample chooses a token from logits (modified in place by the penalty);
 // history is the tokens so far (prompt and generated), for the penalty.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	c := s.dist(logits, history)
+	if c == nil {
+		return Argmax(logits)
+	}
+	r := s.rng.Float32()
+	var cum float32
+	for _, x := range c {
+		cum += x.p
+		if r < cum {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// SampleDraft is Sample for a token drafted by speculative decoding,
+// proposed with certainty (a draft model's greedy choice, an n-gram's
+// continuation): it accepts draft with probability p(draft) under the
+// distribution Sample draws from, else draws from that distribution with
+// draft removed, renormalised — speculative sampling's rule for a point
+// mass, by which the token returned has exactly Sample's distribution. At
+// temperature 0 it is the argmax, accepted when it is the draft.
+func (s *Sampler) SampleDraft(logits []float32, history []int32, draft int32) (id int32, accepted bool) {
+	c := s.dist(logits, history)
+	if c == nil {
+		id = Argmax(logits)
+		return id, id == draft
+	}
+	var pd, rest float32
+	for _, x := range c {
+		if x.id == draft {
+			pd = x.p
+		} else {
+			rest += x.p
+		}
+	}
+	if pd > 0 && (rest == 0 || s.rng.Float32() < pd) {
+		return draft, true
+	}
+	r := s.rng.Float32() * rest
+	var cum float32
+	id = -1
+	for _, x := range c {
+		if x.id == draft {
+			continue
+		}
+		cum += x.p
+		id = x.id
+		if r < cum {
+			break
+		}
+	}
+	return id, false
+}
+
+// dist applies the penalty to logits and returns the candidates the draw
+// is from, sorted best first, with their probabilities; nil at temperature
+// 0 (the argmax of the penalised logits).
+func (s *Sampler) dist(logits []float32, history []int32) []cand {
 	if s.P.RepeatPenalty != 1 {
 		s.penalize(logits, history)
 	}
 	if s.P.Temp <= 0 {
-		return Argmax(logits)
+		return nil
 	}
 	c := s.cands[:len(logits)]
 	for i, l := range logits {
@@ -98,15 +157,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 		c[i].p = logits[c[i].id]
 	}
 	softmax(c, s.P.Temp)
-	r := s.rng.Float32()
-	var cum float32
-	for _, x := range c {
-		cum += x.p
-		if r < cum {
-			return x.id
-		}
-	}
-	return c[len(c)-1].id
+	return c
 }
 
 // penalize applies llama.cpp's repetition penalty: logits of recent tokens

@@ -117,12 +117,14 @@ type usage struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *predictionDetails `json:"completion_tokens_details,omitempty"`
 }
 
 func usageOf(res Result) *usage {
 	u := &usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens,
 		TotalTokens: res.PromptTokens + res.CompletionTokens}
 	u.PromptTokensDetails.CachedTokens = res.CachedTokens
+	u.CompletionTokensDetails = predictions(res)
 	return u
 }
 

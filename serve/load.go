@@ -160,7 +160,7 @@ func Load(path string, o LoadOptions) (*Model, error) {
 		}
 	}
 	m.Sched, err = NewScheduler(m.model.Engine, m.Tokenizer, SchedulerOptions{Queue: o.Queue,
-		ContextShift: o.ContextShift, Trained: m.model.Config.Context, IsEOG: m.model.IsEOG})
+		ContextShift: o.ContextShift, Trained: m.model.Config.Context, IsEOG: m.model.IsEOG, Speculation: m.model.Speculation})
 	if err != nil {
 		m.Close()
 		return nil, err

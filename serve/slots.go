@@ -65,6 +65,9 @@ type Result struct {
 	Shifts           int // context shifts on the way
 	Slot             int
 	TTFT, Elapsed    time.Duration
+
+	// Drafted and Accepted count speculative decoding's draft tokens.
+	Drafted, Accepted int
 }
 
 // Errors Submit returns; the HTTP layer maps them to status codes.
@@ -94,6 +97,10 @@ type SchedulerOptions struct {
 	Trained int
 	// IsEOG says which tokens end a generation.
 	IsEOG func(int32) bool
+	// Speculation, when set, gives each slot its speculative decoding
+	// (glint.Model.Speculation: a draft model's session of its own, or
+	// n-gram drafts); the drafts of every slot share the engine's steps.
+	Speculation func() (*engine.Speculative, func(), error)
 }
 
 // minSlotContext is the least context a slot may have: a cut prompt keeps
@@ -137,6 +144,11 @@ type slot struct {
 	cached  []int32 // the tokens in its cells when it was last freed
 	owner   string  // whose request they are
 	lastUse int64   // when it was last freed
+
+	// spec is the slot's speculative decoding (nil: none); specDone
+	// releases it.
+	spec     *engine.Speculative
+	specDone func()
 }
 
 // NewScheduler opens o.Slots sessions on e and starts serving them.
@@ -159,7 +171,14 @@ func NewScheduler(e *engine.Engine, tok *tokenizer.Tokenizer, o SchedulerOptions
 			s.Close()
 			return nil, fmt.Errorf("serve: slot %d: %w", i, err)
 		}
-		s.slots = append(s.slots, &slot{id: i, sess: sess})
+		sl := &slot{id: i, sess: sess}
+		s.slots = append(s.slots, sl)
+		if o.Speculation != nil {
+			if sl.spec, sl.specDone, err = o.Speculation(); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("serve: slot %d: %w", i, err)
+			}
+		}
 	}
 	return s, nil
 }
@@ -261,6 +280,9 @@ func (s *Scheduler) Close() {
 	s.mu.Unlock()
 	for _, sl := range s.slots {
 		sl.sess.Close()
+		if sl.specDone != nil {
+			sl.specDone()
+		}
 	}
 }
 
@@ -399,7 +421,10 @@ func (s *Scheduler) generate(j *job, sl *slot) error {
 	if err != nil {
 		return err
 	}
-	defer func() { j.res.Shifts = g.Timing().Shifts }()
+	defer func() {
+		tm := g.Timing()
+		j.res.Shifts, j.res.Drafted, j.res.Accepted = tm.Shifts, tm.Drafted, tm.Accepted
+	}()
 	if err := g.Start(j.ctx, p[keep:]); err != nil {
 		return err
 	}
@@ -445,6 +470,9 @@ func (s *Scheduler) options(j *job) engine.Options {
 		top = r.TopLogprobs
 	}
 	o.Hooks = logprobHooks(r.LogitBias, top, s.e.Vocab(), j.out.pushLogprob)
+	if j.slot != nil {
+		o.Speculative = j.slot.spec
+	}
 	return o
 }
 

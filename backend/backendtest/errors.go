@@ -49,6 +49,11 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 			xi, _ := be.Alloc(dtype.I32, 3, 64)
 			be.MatMulTransposed(d, xi, k.w, 1)
 		}},
+		{"MatMulDecode inner size", func(be backend.Backend, k *kit) { be.MatMulDecode(k.x, k.wide, k.w, 2) }},
+		{"MatMulDecode n past rows", func(be backend.Backend, k *kit) {
+			d, _ := be.Alloc(dtype.F32, 3, 5)
+			be.MatMulDecode(d, k.x, k.w, 4)
+		}},
 		{"Embedding dim", func(be backend.Backend, k *kit) { be.Embedding(k.wide, k.w, k.ids, 2) }},
 		{"Embedding ids not I32", func(be backend.Backend, k *kit) { be.Embedding(k.x, k.w, k.y, 2) }},
 		{"RMSNorm weight size", func(be backend.Backend, k *kit) { be.RMSNorm(k.wide, k.wide, k.norm, 1, 1e-5) }},

@@ -68,7 +68,10 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	if n == 0 {
 		return
 	}
-	batched := batchedSeqs(rows, n)
+	var batched uint64 // kv.Decode: every row a decode step's
+	if !kv.Decode {
+		batched = batchedSeqs(rows, n)
+	}
 	// The C kernel scores up to attnScoreRows heads of one kv head at once.
 	simd, sRows := simdOff, 1
 	if b.simd > simdOff && simdAttentionOK(headDim) {

@@ -211,7 +211,7 @@ func BenchmarkDot(b *testing.B) {
 			for range b.N {
 				if dt.Quantized() {
 					quantizeRowsGo(at, actOffset(dt), &a, x, k, 0, 1)
-					s += dotQ(dt, &a, 0, k, raw, 1)
+					s += dotQ(dt, &a, 0, k, raw, 1, a.n > 1)
 				} else {
 					s += dot(dt, x, raw, wf)
 				}

@@ -40,7 +40,18 @@ const (
 
 // MatMulTransposed implements backend.Backend.
 func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
-	const op = "MatMulTransposed"
+	b.matMul("MatMulTransposed", dst, x, w, n, false)
+}
+
+// MatMulDecode implements backend.Backend: the float weights sum in a lone
+// row's order (FloatOrder of one token), and IQ4_NL, whose decode kernel
+// alone alternates two accumulators, takes the portable kernels, which
+// choose the arithmetic per call rather than by the token count.
+func (b *Backend) MatMulDecode(dst, x, w backend.Tensor, n int) {
+	b.matMul("MatMulDecode", dst, x, w, n, true)
+}
+
+func (b *Backend) matMul(op string, dst, x, w backend.Tensor, n int, decode bool) {
 	if !b.ok(op) {
 		return
 	}
@@ -86,8 +97,8 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 	}
 	t := &b.pool.task
 	*t = task{kind: kMatMul, total: m, dst: d.f32, x: xf, xh: xh, w: wt.data, y: wt.f32, wt: wt.dt, n: n, k: k, m: m, act: a,
-		sum: b.flavour.FloatOrder(wt.dt, n, k, m), x8: wt.x8}
-	if b.simd > simdOff && simdType(wt.dt) {
+		sum: b.flavour.FloatOrder(wt.dt, orderRows(n, decode), k, m), x8: wt.x8, decode: decode}
+	if b.simd > simdOff && simdType(wt.dt) && !(decode && n > 1 && wt.dt == dtype.IQ4_NL) {
 		t.simd = b.simd
 	}
 	// At least four chunks per thread even out threads slowed down by others
@@ -167,7 +178,7 @@ func matMulRows(t *task, lo, hi int) {
 		for o := lo; o < hi; o++ {
 			row := t.w[o*rowBytes : (o+1)*rowBytes]
 			for i := range n {
-				t.dst[i*m+o] = dotQ(t.wt, t.act, i, k, row, m)
+				t.dst[i*m+o] = dotQ(t.wt, t.act, i, k, row, m, n > 1 && !t.decode)
 			}
 		}
 		return
@@ -216,4 +227,13 @@ func matMulRows(t *task, lo, hi int) {
 			}
 		}
 	}
+}
+
+// orderRows is the token count whose float order a matmul of n rows
+// takes: one for a decode's (MatMulDecode).
+func orderRows(n int, decode bool) int {
+	if decode {
+		return 1
+	}
+	return n
 }

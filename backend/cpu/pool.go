@@ -44,6 +44,7 @@ type task struct {
 	simd      simdLevel        // matmul kernels to use
 	flavour   numerics.Flavour // kSiLUMul: the llama.cpp build whose exp it takes
 	x8        bool             // kMatMul: w is Q4_0 interleaved in eights (interleave.go)
+	decode    bool             // kMatMul: every row in a lone row's arithmetic (MatMulDecode)
 	sum       floatSum         // kMatMul with float weights: their summation order
 	act       *acts            // quantised activations (quantised weights)
 	at        dtype.Type       // kQuantize: activation type

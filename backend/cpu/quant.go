@@ -147,12 +147,12 @@ func quantizeRowsGo(at dtype.Type, off int32, a *acts, x []float32, k, lo, hi in
 
 // dotQ dispatches a quantised dot on the weight type: row i of a against
 // one weight row of a matrix of rows rows.
-func dotQ(dt dtype.Type, a *acts, i, k int, w []byte, rows int) float32 {
+func dotQ(dt dtype.Type, a *acts, i, k int, w []byte, rows int, prefill bool) float32 {
 	switch {
 	case dt == dtype.Q4_0 && rows%8 == 0:
 		return dotQ4_0Repacked(a.q[i*k:(i+1)*k], a.d[i*k/dtype.QK4_0:], w)
 	case dt.ActivationType() == dtype.Q8_K:
 		return dotKLanes(dt, a, i, k, w)
 	}
-	return dot32Lanes(dt, a, i, k, w, a.n > 1)
+	return dot32Lanes(dt, a, i, k, w, prefill)
 }

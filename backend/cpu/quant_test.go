@@ -154,7 +154,7 @@ func TestDotQ(t *testing.T) {
 				want += float64(xr[i]) * float64(wf[i])
 				mag += math.Abs(float64(xr[i]) * float64(wf[i]))
 			}
-			if d := dotQ(dt, &a, 0, k, raw, 1); math.Abs(float64(d)-want) > 1e-6*mag {
+			if d := dotQ(dt, &a, 0, k, raw, 1, a.n > 1); math.Abs(float64(d)-want) > 1e-6*mag {
 				t.Errorf("%v k=%d: dot = %g, want %g (Σ|x·w| %g)", dt, k, d, want, mag)
 			}
 		}

@@ -72,7 +72,16 @@ func mvUnit(dt dtype.Type) int {
 
 // MatMulTransposed computes dst = x·wᵀ for the first n rows of x.
 func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
-	const op = "MatMulTransposed"
+	b.matMul("MatMulTransposed", dst, x, w, n, false)
+}
+
+// MatMulDecode is MatMulTransposed by the one-token kernels (mv_T, mvq_T),
+// once per row: a second launch dimension over the rows.
+func (b *Backend) MatMulDecode(dst, x, w backend.Tensor, n int) {
+	b.matMul("MatMulDecode", dst, x, w, n, true)
+}
+
+func (b *Backend) matMul(op string, dst, x, w backend.Tensor, n int, decode bool) {
 	if !b.enter(op) {
 		return
 	}
@@ -124,7 +133,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		if !b.quantize(op, xt, n, in, wt.dt.ActivationType(), wk.quant) {
 			return
 		}
-	case wk.round != nil && (n > 1 || b.mat.cpu):
+	case wk.round != nil && (n > 1 && !decode || b.mat.cpu):
 		if !b.quantize(op, xt, n, in, wt.dt.ActivationType(), wk.round) {
 			return
 		}
@@ -139,7 +148,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		xBytes = n*in + 4*actFloats(at)*(n*in/at.BlockSize())
 	}
 	moved := wt.bytes + xBytes + 4*n*out
-	if n == 1 {
+	if n == 1 || decode {
 		k := wk.mv
 		if !b.made(k) {
 			return
@@ -161,7 +170,7 @@ func (b *Backend) MatMulTransposed(dst, x, w backend.Tensor, n int) {
 		if wk.quant == nil {
 			b.argI32(k, a+2, int(b.flavour.FloatOrder(wt.dt, 1, in, out)))
 		}
-		b.launch(k, 1, [3]int{(out + rows - 1) / rows * group, 1, 1}, [3]int{group, 1, 1}, moved)
+		b.launch(k, 2, [3]int{(out + rows - 1) / rows * group, n, 1}, [3]int{group, 1, 1}, moved)
 		return
 	}
 	// Float weights sum in llama.cpp's order (numerics.Order), which keys

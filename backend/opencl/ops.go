@@ -509,7 +509,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	i = b.attnScoring(kk, i+3, a)
 	b.argMem(kk, i, b.status)
 	b.argI32(kk, i+1, b01(wide))
-	b.argI32(kk, i+2, b01(n > 1))
+	b.argI32(kk, i+2, b01(n > 1 && !kv.Decode))
 	b.argI32(kk, i+3, t.lanes)
 	b.argI32(kk, i+4, t.hq)
 	b.argI32(kk, i+5, t.rows)

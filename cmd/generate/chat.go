@@ -25,6 +25,7 @@ import (
 func chatCommand() *cli.Command {
 	fl := append(modelFlags(), samplingFlags()...)
 	fl = append(fl, chatTemplateFlags(true)...)
+	fl = append(fl, specFlags()...)
 	fl = append(fl,
 		&cli.StringFlag{Name: "system", Usage: "system message that opens the conversation"},
 		&cli.IntFlag{Name: "n-predict", Aliases: []string{"n"}, Value: -1, Usage: "most tokens per reply (-1: until the end of the turn or a full context)"},
@@ -69,6 +70,8 @@ type chatSession struct {
 	fed []int32
 	// interrupt, when set, stops the reply under way.
 	interrupt atomic.Bool
+	// spec drafts for every reply (nil: none).
+	spec *engine.Speculative
 }
 
 // turnStats is what one turn did.
@@ -158,7 +161,7 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 	var reply strings.Builder
 	s.interrupt.Store(false)
 	g, err := s.sess.NewGenerator(engine.Options{MaxTokens: maxNew, Sampler: s.sampler,
-		EOG: s.m.IsEOG, EndTokens: s.endTokens, Tokenizer: s.m.Tokenizer})
+		EOG: s.m.IsEOG, EndTokens: s.endTokens, Tokenizer: s.m.Tokenizer, Speculative: s.spec})
 	if err == nil {
 		err = g.Start(context.Background(), prompt)
 	}
@@ -246,6 +249,12 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	s.specialInContent = c.Bool("chat-special-in-content")
+	spec, done, err := m.Speculation()
+	if err != nil {
+		return err
+	}
+	defer done()
+	s.spec = spec
 
 	// Ctrl-C interrupts the reply under way; at the prompt it only reminds
 	// how to leave.

@@ -79,6 +79,7 @@ func generateFlags() []cli.Flag {
 		&cli.GenericFlag{Name: "stop", Value: &stopList{}, Usage: "stop when the text ends with this string, printing none of it (repeatable)"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at end-of-generation tokens (EOS, EOT, <|im_end|>, …)"},
 	)
+	fl = append(fl, specFlags()...)
 	return append(fl, contextShiftFlags()...)
 }
 
@@ -99,6 +100,7 @@ func loadOpts(c *cli.Context) glint.Options {
 		Backend: c.String("backend"), Threads: c.Int("threads"),
 		Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
 		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
+		Spec: specOpts(c),
 	}
 }
 
@@ -224,6 +226,12 @@ func runGenerate(c *cli.Context) error {
 		fmt.Fprint(w, t.ID)
 		return w.Flush()
 	}
+	spec, done, err := l.Speculation()
+	if err != nil {
+		return err
+	}
+	defer done()
+	opt.Speculative = spec
 	tm, err := engine.Generate(context.Background(), l.Engine, prompt, opt)
 	if out == "ids" {
 		w.WriteByte('\n')
@@ -237,6 +245,9 @@ func runGenerate(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "context shifted %d times (-c %d, --keep %d)\n", tm.Shifts, l.Context(), c.Int("keep"))
 	}
 	printTiming(tm)
+	if spec != nil {
+		printSpeculative(os.Stderr, tm)
+	}
 	return nil
 }
 

@@ -26,6 +26,7 @@ func serveCommand() *cli.Command {
 	fl := append(modelFlags(), samplingFlags()...)
 	fl = append(fl, chatTemplateFlags(true)...)
 	fl = append(fl, contextShiftFlags()...)
+	fl = append(fl, specFlags()...)
 	fl = append(fl,
 		&cli.StringFlag{Name: "host", Value: "127.0.0.1", Usage: "address to listen on (0.0.0.0: every interface)"},
 		&cli.IntFlag{Name: "port", Value: 8080, Usage: "port to listen on (0: any free one; the address is printed on stderr)"},
