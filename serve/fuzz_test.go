@@ -34,6 +34,8 @@ func FuzzRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}], "n": 2}`, `{"prompt": "x", "unknown_field": 1, "mirostat": 2}`,
 		`{"input": ["a", "b"], "encoding_format": "base64"}`, `{"input": [[1, 2], [3, "x"]]}`, `{"content": [1, "a"], "dimensions": 64}`,
 		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_object"}}`,
+		`{"messages": [{"role": "user", "content": "hi", "x": 1}], "chat_template_kwargs": {"enable_thinking": false}, "reasoning_format": "none", "stream": true, "max_tokens": 3}`,
+		`{"messages": [{"role": "user", "content": [{"type": "image_url"}, 3]}], "chat_template_kwargs": [1], "reasoning_format": "auto"}`,
 		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"enum": [1, "b"]}}}, "strict": true}}}`,
 	} {
 		f.Add(s)

@@ -84,8 +84,16 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 	if m.Template == nil {
 		return nil, badRequest("%v", m.TemplateErr)
 	}
+	kw, err := c.templateKwargs(m.Kwargs)
+	if err != nil {
+		return nil, err
+	}
+	reasoning, err := c.reasoning(m.Reasoning)
+	if err != nil {
+		return nil, err
+	}
 	p, err := m.Template.RenderPrompt(ctx, m.Tokenizer, chattemplate.Input{Messages: msgs, AddGenerationPrompt: true,
-		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs}, m.SpecialInContent)
+		BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: kw}, m.SpecialInContent)
 	if err != nil {
 		// The template rejecting the conversation is the client's fault (400);
 		// a template failing on its own is the model's (TemplateError: fail
@@ -96,6 +104,7 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 		}
 		return nil, err
 	}
+	c.think = NewThinkSplit(reasoning, p.Text)
 	return p.Encode(m.Tokenizer, true), nil
 }
 
@@ -117,13 +126,15 @@ func usageOf(res Result) *usage {
 }
 
 type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // choice is one choice of a reply or a chunk: Text for completions,
@@ -164,6 +175,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 	rp := reply{Model: m.Name, Created: time.Now().Unix(), ID: newID("cmpl-"), Object: "text_completion"}
 	if chat {
 		rp.ID, rp.Object = newID("chatcmpl-"), "chat.completion"
+	}
+	// A constrained reply is the document asked for, never a think block.
+	think := p.think
+	if gen.Grammar != nil {
+		think = nil
 	}
 	// logprobsOf shapes log-probabilities as the route shows them; nil
 	// (JSON null) when the request asked for none.
@@ -214,6 +230,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		c := choice{FinishReason: &res.Finish}
 		if chat {
 			c.Message = &message{Role: "assistant", Content: text.String()}
+			if think != nil {
+				r1, c1 := think.Feed(text.String())
+				r2, c2 := think.Flush()
+				c.Message.ReasoningContent, c.Message.Content = r1+r2, c1+c2
+			}
 		} else {
 			c.Text = ptr(text.String())
 		}
@@ -256,6 +277,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		out.Choices = []choice{c}
 		return out
 	}
+	// thinkChunk is a chat chunk of reasoning and content, either may be
+	// empty.
+	thinkChunk := func(reasoning, text string, lps []TokenLogprob) reply {
+		out := chunk(&text, lps, nil)
+		if reasoning != "" {
+			out.Choices[0].Delta.ReasoningContent = &reasoning
+			if text == "" {
+				out.Choices[0].Delta.Content = nil
+			}
+		}
+		return out
+	}
 	if chat {
 		first := chunk(ptr(""), nil, nil)
 		first.Choices[0].Delta.Role = "assistant"
@@ -269,8 +302,23 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 			end = err
 			break
 		}
+		if think != nil {
+			r, t := think.Feed(c.Text)
+			if r == "" && t == "" && len(c.Logprobs) == 0 {
+				continue // held back: maybe a tag, maybe trimmed
+			}
+			if end = send(thinkChunk(r, t, c.Logprobs)); end != nil {
+				return
+			}
+			continue
+		}
 		if end = send(chunk(&c.Text, c.Logprobs, nil)); end != nil {
 			return // the client is gone: cancel (deferred) frees the slot
+		}
+	}
+	if end == nil && think != nil {
+		if r, t := think.Flush(); r != "" || t != "" {
+			end = send(thinkChunk(r, t, nil))
 		}
 	}
 	if end != nil {

@@ -23,7 +23,9 @@ func chatTemplateFlags(tokenizes bool) []cli.Flag {
 	}
 	if tokenizes {
 		fl = append(fl, &cli.BoolFlag{Name: "chat-special-in-content",
-			Usage: "control-token text in chat messages (such as <|eot_id|>) becomes control tokens; by default it is tokenized as text, so that a message cannot forge a turn"})
+			Usage: "control-token text in chat messages (such as <|eot_id|>) becomes control tokens; by default it is tokenized as text, so that a message cannot forge a turn"},
+			&cli.StringFlag{Name: "reasoning-format", Value: "deepseek",
+				Usage: "a reasoning model's leading <think>…</think> block: deepseek (serve: message.reasoning_content, delta.reasoning_content when streamed; chat: shown on stderr) or none (left in the reply); auto is deepseek"})
 	}
 	return fl
 }
