@@ -277,9 +277,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		out.Choices = []choice{c}
 		return out
 	}
-	// thinkChunk is a chat chunk of reasoning and content, either may be
+	// piece is a chunk of text and, in a chat, reasoning; either may be
 	// empty.
-	thinkChunk := func(reasoning, text string, lps []TokenLogprob) reply {
+	piece := func(reasoning, text string, lps []TokenLogprob) reply {
 		out := chunk(&text, lps, nil)
 		if reasoning != "" {
 			out.Choices[0].Delta.ReasoningContent = &reasoning
@@ -302,23 +302,21 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 			end = err
 			break
 		}
+		reasoning, text := "", c.Text
 		if think != nil {
-			r, t := think.Feed(c.Text)
-			if r == "" && t == "" && len(c.Logprobs) == 0 {
+			if reasoning, text = think.Feed(c.Text); reasoning == "" && text == "" && len(c.Logprobs) == 0 {
 				continue // held back: maybe a tag, maybe trimmed
 			}
-			if end = send(thinkChunk(r, t, c.Logprobs)); end != nil {
-				return
-			}
-			continue
 		}
-		if end = send(chunk(&c.Text, c.Logprobs, nil)); end != nil {
+		if end = send(piece(reasoning, text, c.Logprobs)); end != nil {
 			return // the client is gone: cancel (deferred) frees the slot
 		}
 	}
 	if end == nil && think != nil {
 		if r, t := think.Flush(); r != "" || t != "" {
-			end = send(thinkChunk(r, t, nil))
+			if end = send(piece(r, t, nil)); end != nil {
+				return
+			}
 		}
 	}
 	if end != nil {

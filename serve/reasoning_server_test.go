@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/glint-llm/glint/chattemplate"
+	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/model/synth"
 )
 
@@ -25,19 +27,50 @@ const thinkingTemplate = `{% for m in messages %}{{ m.role }}: {{ m.content }}
 {% else %}<think>
 {% endif %}{% endif %}`
 
-// thinkingModel is the synthetic model served with thinkingTemplate.
+// thinkingModel is the synthetic model served with thinkingTemplate, or
+// with lo's template where it names one.
 func thinkingModel(t *testing.T, lo LoadOptions) *Model {
 	t.Helper()
 	dir := t.TempDir()
-	p, tp := filepath.Join(dir, "tiny.gguf"), filepath.Join(dir, "thinking.jinja")
+	p := filepath.Join(dir, "tiny.gguf")
 	if err := synth.WriteGGUF(p, synth.Options{Shape: "tiny", Type: "Q8_0", Seed: 2, Std: 0.2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(tp, []byte(thinkingTemplate), 0o644); err != nil {
-		t.Fatal(err)
+	if lo.Template.File == "" {
+		lo.Template.File = filepath.Join(dir, "thinking.jinja")
+		if err := os.WriteFile(lo.Template.File, []byte(thinkingTemplate), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	lo.Template = chattemplate.Choice{File: tp}
 	return load(t, p, lo)
+}
+
+// TestReasoningDeepSeekR1: DeepSeek-R1's own template opens the think block
+// at the generation prompt, so the reply is reasoning from its first token,
+// streamed or not; an earlier turn's thoughts, sent back, are dropped by
+// the template (its split on </think>), as the model was trained.
+func TestReasoningDeepSeekR1(t *testing.T) {
+	tp := shared.Models(t, "chat-templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")
+	ts := start(t, thinkingModel(t, LoadOptions{Template: chattemplate.Choice{File: tp}}), Options{})
+	raw := ts.chatReply(t, chatBody(`"reasoning_format": "none"`))
+	wantR, wantC := refSplit(raw.Content, true)
+	if wantR == "" {
+		t.Fatalf("the raw reply %q holds no reasoning", raw.Content)
+	}
+	if got := ts.chatReply(t, chatBody("")); got.Reasoning != wantR || got.Content != wantC {
+		t.Errorf("reasoning %q, content %q; want %q, %q", got.Reasoning, got.Content, wantR, wantC)
+	}
+	if got := ts.streamReply(t, chatBody(`"stream": true`)); got.Reasoning != wantR || got.Content != wantC {
+		t.Errorf("streamed: reasoning %q, content %q; want %q, %q", got.Reasoning, got.Content, wantR, wantC)
+	}
+	history := func(reply string) int {
+		b := `{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ` + strconv.Quote(reply) +
+			`}, {"role": "user", "content": "and?"}], "max_tokens": 1}`
+		return ts.chatReply(t, b).PromptTokens
+	}
+	if with, without := history("<think>\nlong thoughts here\n</think>Fine."), history("Fine."); with != without {
+		t.Errorf("a turn sent back with its thoughts makes a prompt of %d tokens, without %d: the template should drop them", with, without)
+	}
 }
 
 // chatReply is what a test reads of a chat reply.

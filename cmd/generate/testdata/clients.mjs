@@ -54,6 +54,7 @@ await part("b", async () => {
     colour: z.enum(["red", "green", "blue"]),
     pets: z.array(z.string().max(8)).max(2),
     adult: z.boolean(),
+    code: z.string().regex(/^[A-Z]{2}-\d{3}$/),
   });
   const structured = chat.withStructuredOutput(person, { method: "jsonSchema", name: "person" });
   const obj = await structured.invoke("Describe a person.");
