@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ var nodePackages = []string{"openai@7.59.0", "@langchain/openai@1.6.0", "@langch
 // test rather than failing CI.
 const npmTimeout = 3 * time.Minute
 
+// minNode is the oldest Node major version the clients run on.
+const minNode = 20
+
 //go:embed testdata/clients.mjs
 var clientsScript []byte
 
@@ -40,6 +44,13 @@ func nodeModules(t *testing.T) string {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
 		}
+	}
+	// The packages want Node 20 or later (openai's own engines say 22; 20
+	// runs them); an older one fails at their first modern built-in.
+	v, err := exec.Command("node", "--version").Output()
+	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), ".")
+	if n, aerr := strconv.Atoi(major); err != nil || aerr != nil || n < minNode {
+		t.Skipf("node %s is older than the clients need (%d)", strings.TrimSpace(string(v)), minNode)
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -71,7 +82,7 @@ func nodeModules(t *testing.T) string {
 		t.Skipf("npm install took over %v (registry slow or unreachable)", timeout)
 	}
 	if err != nil {
-		t.Skipf("npm install failed (registry unreachable?): %v: %s", err, lastLine(out))
+		t.Skipf("npm install failed (registry unreachable?): %v: %s", err, npmError(out))
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if _, serr := os.Stat(dir); serr != nil { // not another test's install, finished first
@@ -81,8 +92,14 @@ func nodeModules(t *testing.T) string {
 	return dir
 }
 
-func lastLine(b []byte) string {
+// npmError is the line of npm's output that says what went wrong.
+func npmError(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "npm error") && !strings.Contains(l, "complete log") {
+			return l
+		}
+	}
 	return lines[len(lines)-1]
 }
 
