@@ -275,7 +275,7 @@ func runChat(c *cli.Context) error {
 	}
 	s.specialInContent = c.Bool("chat-special-in-content")
 	if s.reasoning, err = serve.ParseReasoningFormat(c.String("reasoning-format")); err != nil {
-		return usageError("chat: --%v", err)
+		return usageError("chat: --reasoning-format: %v", err)
 	}
 	s.thoughts = os.Stderr
 

@@ -101,7 +101,7 @@ func runServe(c *cli.Context) error {
 	}
 	reasoning, err := serve.ParseReasoningFormat(c.String("reasoning-format"))
 	if err != nil {
-		return usageError("serve: --%v", err)
+		return usageError("serve: --reasoning-format: %v", err)
 	}
 	o := serve.LoadOptions{Reasoning: reasoning, Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
 		ContextShift: !c.Bool("no-context-shift"), Keep: c.Int("keep"),

@@ -13,8 +13,9 @@ import (
 )
 
 // chatTemplateFlags choose the template for template, chat and serve;
-// tokenizes adds how the commands that tokenize the rendered conversation
-// read control-token text in its messages.
+// tokenizes adds, for the commands that generate from the rendered
+// conversation, how they read control-token text in its messages and what
+// a reply's think block becomes.
 func chatTemplateFlags(tokenizes bool) []cli.Flag {
 	fl := []cli.Flag{
 		&cli.StringFlag{Name: "chat-template-file", Usage: "Jinja chat template file (overrides the model's)"},
