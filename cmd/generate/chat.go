@@ -249,6 +249,10 @@ func runChat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reasoning, err := serve.ParseReasoningFormat(c.String("reasoning-format"))
+	if err != nil {
+		return usageError("chat: --reasoning-format: %v", err)
+	}
 	tmpl, mt, kw, err := chatTemplate(c, c.String("model"))
 	if err != nil {
 		return err
@@ -274,10 +278,7 @@ func runChat(c *cli.Context) error {
 		return err
 	}
 	s.specialInContent = c.Bool("chat-special-in-content")
-	if s.reasoning, err = serve.ParseReasoningFormat(c.String("reasoning-format")); err != nil {
-		return usageError("chat: --reasoning-format: %v", err)
-	}
-	s.thoughts = os.Stderr
+	s.reasoning, s.thoughts = reasoning, os.Stderr
 
 	// Ctrl-C interrupts the reply under way; at the prompt it only reminds
 	// how to leave.
