@@ -80,8 +80,9 @@ func FromJSONSchema(schema []byte, o SchemaOptions) (*Grammar, error) {
 // minItems/maxItems, minLength/maxLength, minimum/maximum and their
 // exclusive forms for integers, anyOf/oneOf (oneOf is not held to exactly
 // one), $ref into $defs/definitions, and the formats date, time, date-time
-// and uuid. A keyword it cannot hold a document to (pattern, allOf, not,
-// number bounds, …) is an error naming it; annotations are ignored.
+// and uuid, and pattern (the common subset of regular expressions; see
+// pattern). A keyword it cannot hold a document to (allOf, not, number
+// bounds, …) is an error naming it; annotations are ignored.
 func SchemaToGBNF(schema []byte, o SchemaOptions) (string, error) {
 	root, err := decodeOrdered(schema)
 	if err != nil {
@@ -219,7 +220,7 @@ func (c *conv) reserve(hint string) string {
 }
 
 // unsupported are the keywords a document could not be held to.
-var unsupported = []string{"pattern", "allOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
+var unsupported = []string{"allOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
 	"dependentRequired", "dependentSchemas", "dependencies", "minProperties", "maxProperties", "multipleOf",
 	"prefixItems", "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef"}
 
@@ -334,7 +335,7 @@ func (c *conv) visitObj(s *obj, path, hint string) (string, error) {
 		return c.typed(s, "object", path, hint)
 	case has(s, "items", "minItems", "maxItems"):
 		return c.typed(s, "array", path, hint)
-	case has(s, "minLength", "maxLength", "format"):
+	case has(s, "minLength", "maxLength", "format", "pattern"):
 		return c.typed(s, "string", path, hint)
 	case has(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
 		return c.typed(s, "number", path, hint)
@@ -438,6 +439,16 @@ func repeatSuffix(lo int, hi int, hasHi bool) string {
 }
 
 func (c *conv) str(s *obj, path, hint string) (string, error) {
+	if re, ok := s.get("pattern"); ok {
+		str, isStr := re.(string)
+		switch {
+		case !isStr:
+			return "", fmt.Errorf("grammar: schema %s: pattern is %s, not a string", path, jsonKind(re))
+		case has(s, "minLength", "maxLength", "format"):
+			return "", fmt.Errorf("grammar: schema %s: pattern with minLength, maxLength or format is not supported (put the lengths in the pattern)", path)
+		}
+		return c.pattern(str, path, hint)
+	}
 	if f, ok := s.get("format"); ok {
 		switch f {
 		case "date", "time", "uuid":

@@ -139,7 +139,7 @@ func TestIntRange(t *testing.T) {
 
 func TestSchemaErrors(t *testing.T) {
 	for _, s := range []string{
-		`{"type":"string","pattern":"^a$"}`,
+		`{"type":"string","pattern":"^a$|^b$"}`,
 		`{"type":"number","minimum":1}`,
 		`{"type":"frob"}`,
 		`{"$ref":"#/$defs/missing"}`,

@@ -53,9 +53,9 @@ func decodeJSON(b []byte, v any) error {
 	case errors.As(err, &fe):
 		return badRequest("%q: %s", fe.field, fe.msg)
 	case errors.As(err, &te):
-		// The path names the embedded struct of the shared fields; the
+		// The path names the embedded structs of the shared fields; the
 		// client knows only the JSON names.
-		field := strings.TrimPrefix(te.Field, "genParams.")
+		field := strings.TrimPrefix(strings.TrimPrefix(te.Field, "genParams."), "chatExtras.")
 		return badRequest("%q: want %s, got %s", field, kindOf(te.Type), te.Value)
 	case errors.As(err, &se):
 		return badRequest("malformed JSON at byte %d: %v", se.Offset, err)
@@ -113,6 +113,9 @@ type genParams struct {
 	LogitBias           map[string]float64 `json:"logit_bias"`
 	// ResponseFormat is read by setResponseFormat (format.go).
 	ResponseFormat json.RawMessage `json:"response_format"`
+	// think splits a chat reply's reasoning from its content (nil: it
+	// does not); the chat request's prompt sets it.
+	think *ThinkSplit
 }
 
 // stopList is "stop": a string or an array of strings.
@@ -262,9 +265,10 @@ type completionRequest struct {
 type chatRequest struct {
 	genParams
 	toolParams
-	Messages    []chatMessage `json:"messages"`
-	Logprobs    *bool         `json:"logprobs"`
-	TopLogprobs *int          `json:"top_logprobs"`
+	chatExtras
+	Messages    messageList `json:"messages"`
+	Logprobs    *bool       `json:"logprobs"`
+	TopLogprobs *int        `json:"top_logprobs"`
 }
 
 // chatMessage is one message; its content is a string, null, or a list of

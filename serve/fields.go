@@ -135,8 +135,8 @@ var requestFields = []fieldRule{
 	{name: "return_tokens", in: bothEPs, use: refused, neutral: []string{"false"}},
 	{name: "timings_per_token", in: bothEPs, use: refused, neutral: []string{"false"}},
 	{name: "lora", in: bothEPs, use: refused, neutral: []string{"[]"}},
-	{name: "chat_template_kwargs", in: chatEP, use: refused, why: "the server's --chat-template-kwargs apply", neutral: []string{"{}"}},
-	{name: "reasoning_format", in: chatEP, use: refused},
+	{name: "chat_template_kwargs", in: chatEP, use: implemented},
+	{name: "reasoning_format", in: chatEP, use: implemented},
 }
 
 // checkFields holds a request's top-level fields to requestFields; the

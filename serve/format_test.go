@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -15,6 +16,8 @@ import (
 // TestResponseFormat: a json_schema response_format holds a random-weight
 // model sampled at temperature 1 to the schema, and it ends by itself
 // (finish_reason stop); checked with encoding/json and by hand.
+var codeRE = regexp.MustCompile(`^[A-Z]{2}-\d{3}$`)
+
 func TestResponseFormat(t *testing.T) {
 	path := shared.Models(t, "llama3-tiny/llama3-tiny-Q8_0.gguf")
 	ts := start(t, load(t, path, LoadOptions{}), Options{})
@@ -25,8 +28,9 @@ func TestResponseFormat(t *testing.T) {
 			"temp":  map[string]any{"type": "integer", "minimum": -40, "maximum": 50},
 			"sky":   map[string]any{"enum": []any{"clear", "cloudy"}},
 			"alert": map[string]any{"type": "boolean"},
+			"code":  map[string]any{"type": "string", "pattern": `^[A-Z]{2}-\d{3}$`},
 		},
-		"required":             []any{"city", "temp", "sky", "alert"},
+		"required":             []any{"city", "temp", "sky", "alert", "code"},
 		"additionalProperties": false,
 	}
 	for seed := range int64(3) {
@@ -47,6 +51,7 @@ func TestResponseFormat(t *testing.T) {
 			Temp  *int
 			Sky   *string
 			Alert *bool
+			Code  *string
 		}
 		d := json.NewDecoder(strings.NewReader(c.Message.Content))
 		d.DisallowUnknownFields()
@@ -54,14 +59,15 @@ func TestResponseFormat(t *testing.T) {
 			t.Fatalf("seed %d: %q: %v", seed, c.Message.Content, err)
 		}
 		if v.City == nil || utf8.RuneCountInString(*v.City) > 8 || v.Temp == nil || *v.Temp < -40 || *v.Temp > 50 ||
-			v.Sky == nil || (*v.Sky != "clear" && *v.Sky != "cloudy") || v.Alert == nil {
+			v.Sky == nil || (*v.Sky != "clear" && *v.Sky != "cloudy") || v.Alert == nil || v.Code == nil || !codeRE.MatchString(*v.Code) {
 			t.Errorf("seed %d: %q breaks the schema", seed, c.Message.Content)
 		}
 	}
 	for _, c := range []struct{ body, msg string }{
 		{`{"prompt": "x", "response_format": {"type": "yaml"}}`, `"type" "yaml"`},
 		{`{"prompt": "x", "response_format": {"type": "json_schema"}}`, `needs "json_schema"`},
-		{`{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}}`, `"pattern" is not supported`},
+		{`{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "(?=a)"}}}}`, `pattern "(?=a)"`},
+		{`{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "number", "minimum": 0.5}}}}`, `bounds on a number`},
 		{`{"prompt": "x", "response_format": {"type": "json_object"}, "ignore_eos": true}`, `"ignore_eos"`},
 		{`{"prompt": "x", "response_format": "json"}`, `"response_format"`},
 	} {

@@ -36,6 +36,8 @@ func FuzzRequest(f *testing.F) {
 		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_object"}}`,
 		`{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "max_tokens": 8, "stream": true, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": "required"}`,
 		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c", "name": "f", "content": "2"}], "max_tokens": 4, "tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": false}`,
+		`{"messages": [{"role": "user", "content": "hi", "x": 1}], "chat_template_kwargs": {"enable_thinking": false}, "reasoning_format": "none", "stream": true, "max_tokens": 3}`,
+		`{"messages": [{"role": "user", "content": [{"type": "image_url"}, 3]}], "chat_template_kwargs": [1], "reasoning_format": "auto"}`,
 		`{"prompt": "x", "max_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"enum": [1, "b"]}}}, "strict": true}}}`,
 	} {
 		f.Add(s)

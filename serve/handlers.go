@@ -91,7 +91,15 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 	if m.Template == nil {
 		return nil, badRequest("%v", m.TemplateErr)
 	}
-	in := chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: m.Kwargs}
+	kw, err := c.templateKwargs(m.Kwargs)
+	if err != nil {
+		return nil, err
+	}
+	reasoning, err := c.reasoning(m.Reasoning)
+	if err != nil {
+		return nil, err
+	}
+	in := chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, BOS: m.Chat.BOS, EOS: m.Chat.EOS, Kwargs: kw}
 	if err := c.templateInput(&in, msgs); err != nil {
 		return nil, err
 	}
@@ -106,6 +114,7 @@ func (c *chatRequest) prompt(ctx context.Context, m *Model) ([]int32, error) {
 		}
 		return nil, err
 	}
+	c.think = NewThinkSplit(reasoning, p.Text)
 	return p.Encode(m.Tokenizer, true), nil
 }
 
@@ -129,15 +138,17 @@ func usageOf(res Result) *usage {
 }
 
 type message struct {
-	Role      string        `json:"role"`
-	Content   *string       `json:"content"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Role             string        `json:"role"`
+	Content          *string       `json:"content"`
+	ReasoningContent string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type delta struct {
-	Role      string        `json:"role,omitempty"`
-	Content   *string       `json:"content,omitempty"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // choice is one choice of a reply or a chunk: Text for completions,
@@ -179,6 +190,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 	rp := reply{Model: m.Name, Created: time.Now().Unix(), ID: newID("cmpl-"), Object: "text_completion"}
 	if chat {
 		rp.ID, rp.Object = newID("chatcmpl-"), "chat.completion"
+	}
+	// A constrained reply is the document asked for, never a think block.
+	think := p.think
+	if gen.Grammar != nil {
+		think = nil
 	}
 	// logprobsOf shapes log-probabilities as the route shows them; nil
 	// (JSON null) when the request asked for none.
@@ -228,7 +244,16 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		res := st.Result()
 		c := choice{FinishReason: &res.Finish}
 		if chat {
-			c.Message = tools.message(text.String(), &res.Finish)
+			// The think block is split off first; calls are parsed from
+			// what follows it.
+			reasoning, content := "", text.String()
+			if think != nil {
+				r1, c1 := think.Feed(content)
+				r2, c2 := think.Flush()
+				reasoning, content = r1+r2, c1+c2
+			}
+			c.Message = tools.message(content, &res.Finish)
+			c.Message.ReasoningContent = reasoning
 		} else {
 			c.Text = ptr(text.String())
 		}
@@ -271,6 +296,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 		out.Choices = []choice{c}
 		return out
 	}
+	// piece is a chunk of text and, in a chat, reasoning; either may be
+	// empty.
+	piece := func(reasoning, text string, lps []TokenLogprob) reply {
+		out := chunk(&text, lps, nil)
+		if reasoning != "" {
+			out.Choices[0].Delta.ReasoningContent = &reasoning
+			if text == "" {
+				out.Choices[0].Delta.Content = nil
+			}
+		}
+		return out
+	}
 	if chat {
 		first := chunk(ptr(""), nil, nil)
 		first.Choices[0].Delta.Role = "assistant"
@@ -284,12 +321,23 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rec 
 			end = err
 			break
 		}
-		text := tools.stream(c.Text)
-		if tools != nil && text == "" && len(c.Logprobs) == 0 {
-			continue // held back: it may open a call
+		reasoning, text := "", c.Text
+		if think != nil {
+			reasoning, text = think.Feed(c.Text)
 		}
-		if end = send(chunk(&text, c.Logprobs, nil)); end != nil {
+		if text = tools.stream(text); reasoning == "" && text == "" && len(c.Logprobs) == 0 {
+			continue // held back: maybe a tag, a trimmed space, or the start of a call
+		}
+		if end = send(piece(reasoning, text, c.Logprobs)); end != nil {
 			return // the client is gone: cancel (deferred) frees the slot
+		}
+	}
+	if end == nil && think != nil {
+		if r, t := think.Flush(); r != "" || t != "" {
+			t = tools.stream(t)
+			if end = send(piece(r, t, nil)); end != nil {
+				return
+			}
 		}
 	}
 	if end != nil {

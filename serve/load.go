@@ -34,6 +34,9 @@ type LoadOptions struct {
 	Template chattemplate.Choice
 	// TemplateKwargs are extra chat template variables.
 	TemplateKwargs map[string]any
+	// Reasoning is what a chat reply's think block becomes ("": deepseek,
+	// llama-server's default).
+	Reasoning ReasoningFormat
 	// SpecialInContent: control-token text written in chat messages becomes
 	// control tokens (by default it is tokenized as text, as OpenAI's API does,
 	// so that a message cannot forge a turn).
@@ -67,6 +70,8 @@ type Model struct {
 	// Chat holds the model's BOS/EOS text for the template.
 	Chat   chattemplate.ModelTemplate
 	Kwargs map[string]any
+	// Reasoning: see LoadOptions.
+	Reasoning ReasoningFormat
 	// SpecialInContent: see LoadOptions.
 	SpecialInContent bool
 	// EndOfTurn are the ids that end a chat reply beyond the tokenizer's
@@ -111,6 +116,10 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	}
 	m := &Model{Name: o.Name, Kwargs: o.TemplateKwargs, SpecialInContent: o.SpecialInContent, Defaults: sample.Defaults(), Seed: o.Seed, Keep: o.Keep,
 		Embeddings: !o.DisableEmbeddings, Pooling: engine.PoolingMean}
+	var err error
+	if m.Reasoning, err = ParseReasoningFormat(string(o.Reasoning)); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
 	if o.Pooling != "" {
 		p, err := engine.ParsePooling(o.Pooling)
 		if err != nil {
@@ -124,7 +133,6 @@ func Load(path string, o LoadOptions) (*Model, error) {
 	if o.Defaults != nil {
 		m.Defaults = *o.Defaults
 	}
-	var err error
 	if m.Chat, err = chattemplate.FromModel(path); err != nil {
 		return nil, err
 	}

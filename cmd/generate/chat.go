@@ -20,6 +20,7 @@ import (
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/progress"
 	"github.com/glint-llm/glint/sample"
+	"github.com/glint-llm/glint/serve"
 )
 
 func chatCommand() *cli.Command {
@@ -60,6 +61,10 @@ type chatSession struct {
 	// specialInContent: control-token text the user types becomes control
 	// tokens (--chat-special-in-content); by default it is text.
 	specialInContent bool
+	// reasoning is what a reply's think block becomes; thoughts is where
+	// deepseek shows it (stderr), apart from the reply.
+	reasoning serve.ReasoningFormat
+	thoughts  io.Writer
 
 	msgs []chattemplate.Message
 	// cached is the text the session holds, token for token: the rendered
@@ -159,6 +164,24 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 	}
 
 	var reply strings.Builder
+	// The reply goes to out and its reasoning, split off, to thoughts;
+	// the conversation keeps the whole text (the reasoning models'
+	// templates drop an earlier turn's think block themselves).
+	split := serve.NewThinkSplit(s.reasoning, rendered.Text)
+	show := func(text string) error {
+		if split == nil || s.thoughts == nil {
+			_, err := io.WriteString(out, text)
+			return err
+		}
+		r, c := split.Feed(text)
+		if r != "" {
+			if _, err := io.WriteString(s.thoughts, r); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(out, c)
+		return err
+	}
 	s.interrupt.Store(false)
 	g, err := s.sess.NewGenerator(engine.Options{MaxTokens: maxNew, Sampler: s.sampler,
 		EOG: s.m.IsEOG, EndTokens: s.endTokens, Tokenizer: s.m.Tokenizer, Speculative: s.spec})
@@ -175,7 +198,7 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 			break
 		}
 		reply.WriteString(t.Text)
-		if _, err = io.WriteString(out, t.Text); err != nil || t.Finish != engine.Going {
+		if err = show(t.Text); err != nil || t.Finish != engine.Going {
 			break
 		}
 	}
@@ -183,7 +206,12 @@ func (s *chatSession) turn(user string, out io.Writer) (turnStats, error) {
 		// Ended here (Ctrl-C, an error): show what the generator held.
 		tail := g.Flush()
 		reply.WriteString(tail)
-		io.WriteString(out, tail)
+		show(tail)
+	}
+	if split != nil && s.thoughts != nil {
+		r, c := split.Flush()
+		io.WriteString(s.thoughts, r)
+		io.WriteString(out, c)
 	}
 	var tm engine.Timing
 	if g != nil {
@@ -224,6 +252,10 @@ func runChat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reasoning, err := serve.ParseReasoningFormat(c.String("reasoning-format"))
+	if err != nil {
+		return usageError("chat: --reasoning-format: %v", err)
+	}
 	tmpl, mt, kw, err := chatTemplate(c, c.String("model"))
 	if err != nil {
 		return err
@@ -255,6 +287,7 @@ func runChat(c *cli.Context) error {
 	}
 	defer done()
 	s.spec = spec
+	s.reasoning, s.thoughts = reasoning, os.Stderr
 
 	// Ctrl-C interrupts the reply under way; at the prompt it only reminds
 	// how to leave.

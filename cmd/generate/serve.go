@@ -100,7 +100,11 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := serve.LoadOptions{Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
+	reasoning, err := serve.ParseReasoningFormat(c.String("reasoning-format"))
+	if err != nil {
+		return usageError("serve: --reasoning-format: %v", err)
+	}
+	o := serve.LoadOptions{Reasoning: reasoning, Options: loadOpts(c), Parallel: c.Int("parallel"), Queue: c.Int("queue"),
 		ContextShift: !c.Bool("no-context-shift"), Keep: c.Int("keep"),
 		Template:       chattemplate.Choice{File: c.String("chat-template-file"), Builtin: c.String("chat-template")},
 		TemplateKwargs: kw, SpecialInContent: c.Bool("chat-special-in-content"), Defaults: &sp, Name: c.String("alias"),

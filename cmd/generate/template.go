@@ -13,8 +13,9 @@ import (
 )
 
 // chatTemplateFlags choose the template for template, chat and serve;
-// tokenizes adds how the commands that tokenize the rendered conversation
-// read control-token text in its messages.
+// tokenizes adds, for the commands that generate from the rendered
+// conversation, how they read control-token text in its messages and what
+// a reply's think block becomes.
 func chatTemplateFlags(tokenizes bool) []cli.Flag {
 	fl := []cli.Flag{
 		&cli.StringFlag{Name: "chat-template-file", Usage: "Jinja chat template file (overrides the model's)"},
@@ -23,7 +24,9 @@ func chatTemplateFlags(tokenizes bool) []cli.Flag {
 	}
 	if tokenizes {
 		fl = append(fl, &cli.BoolFlag{Name: "chat-special-in-content",
-			Usage: "control-token text in chat messages (such as <|eot_id|>) becomes control tokens; by default it is tokenized as text, so that a message cannot forge a turn"})
+			Usage: "control-token text in chat messages (such as <|eot_id|>) becomes control tokens; by default it is tokenized as text, so that a message cannot forge a turn"},
+			&cli.StringFlag{Name: "reasoning-format", Value: "deepseek",
+				Usage: "a reasoning model's leading <think>…</think> block: deepseek (serve: message.reasoning_content, delta.reasoning_content when streamed; chat: shown on stderr) or none (left in the reply); auto is deepseek"})
 	}
 	return fl
 }
