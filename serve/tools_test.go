@@ -216,14 +216,15 @@ func TestToolErrors(t *testing.T) {
 		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "a b"}}]}`, `function name "a b"`},
 		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]}`, `function "f" is given twice`},
 		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]}`, `want a JSON Schema object`},
-		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string", "pattern": "a"}}}], "tool_choice": "required"}`, `pattern`},
+		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=a)"}}}}}], "tool_choice": "required"}`, `pattern`},
+		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}], "tool_choice": "required"}`, `want "object"`},
 		{`{` + msgs + `, "tool_choice": "required"}`, `"tool_choice": "required" needs "tools"`},
 		{`{` + msgs + `, ` + tool + `, "tool_choice": "sometimes"}`, `"tool_choice": "sometimes"`},
 		{`{` + msgs + `, ` + tool + `, "tool_choice": "required", "ignore_eos": true}`, `"ignore_eos"`},
 		{`{` + msgs + `, ` + tool + `, "response_format": {"type": "json_object"}}`, `"response_format" and "tools"`},
 		{`{"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]}]}`, `"messages[0].tool_calls[0].function.arguments": want a string of JSON`},
 		{`{"messages": [{"role": "assistant", "tool_calls": {}}]}`, `"messages[0].tool_calls": want an array`},
-		{`{"messages": [{"role": "tool", "tool_call_id": 5, "content": "x"}]}`, `"messages[0].tool_call_id": want a string`},
+		{`{"messages": [{"role": "tool", "tool_call_id": 5, "content": "x"}]}`, `"messages[0].tool_call_id": want string or null, got number`},
 	} {
 		code, b := ts.post(t, "/v1/chat/completions", tc.body)
 		checkError(t, tc.body, code, b, http.StatusBadRequest, tc.want)

@@ -40,6 +40,10 @@ func GBNF(f Family, tools []Tool, parallel bool) (string, error) {
 		if err := json.Unmarshal(params, &top); err != nil {
 			return "", fmt.Errorf("toolcall: function %q: parameters: want a JSON Schema object: %v", t.Name, err)
 		}
+		if ty, ok := top["type"]; ok && string(bytes.TrimSpace(ty)) != `"object"` {
+			// Every family writes the arguments as a JSON object.
+			return "", fmt.Errorf("toolcall: function %q: parameters: type %s: want \"object\"", t.Name, ty)
+		}
 		for _, k := range []string{"$defs", "definitions"} {
 			if top[k] == nil {
 				continue

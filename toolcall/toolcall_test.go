@@ -182,7 +182,8 @@ func TestGrammarErrors(t *testing.T) {
 		{nil, "no tools"},
 		{[]Tool{{Name: "a b"}}, `function name "a b"`},
 		{[]Tool{{Name: "f", Parameters: json.RawMessage(`[1]`)}}, "want a JSON Schema object"},
-		{[]Tool{{Name: "f", Parameters: json.RawMessage(`{"type": "string", "pattern": "x"}`)}}, "pattern"},
+		{[]Tool{{Name: "f", Parameters: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}}`)}}, "pattern"},
+		{[]Tool{{Name: "f", Parameters: json.RawMessage(`{"type": "string"}`)}}, "want \"object\""},
 		{[]Tool{{Name: "f", Parameters: json.RawMessage(`{"$defs": {"a": {"type": "string"}}}`)},
 			{Name: "g", Parameters: json.RawMessage(`{"$defs": {"a": {"type": "integer"}}}`)}}, "differs"},
 	} {
