@@ -39,6 +39,9 @@ type SpecOptions struct {
 	// NgramN and NgramM are ngram-simple's pattern and continuation
 	// lengths (0: engine.NgramSizeN, engine.NgramSizeM).
 	NgramN, NgramM int
+	// NgramMin is the shortest pattern ngram-simple falls back to when the
+	// last NgramN tokens recur nowhere (0: engine.NgramSizeMin).
+	NgramMin int
 }
 
 // kind resolves Type: "" when off.
@@ -108,7 +111,11 @@ func (m *Model) Speculation() (*engine.Speculative, func(), error) {
 		if mm <= 0 {
 			mm = engine.NgramSizeM
 		}
-		sp.Drafter = engine.NgramSimple{N: n, M: mm}
+		lo := o.NgramMin
+		if lo <= 0 {
+			lo = min(engine.NgramSizeMin, n)
+		}
+		sp.Drafter = engine.NgramSimple{N: n, M: mm, Min: lo}
 		return sp, func() {}, nil
 	}
 	if m.Draft == nil {

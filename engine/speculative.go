@@ -169,49 +169,44 @@ func (g *Generator) pick(logits []float32, ready, drafts []int32, i int) (int32,
 	return id, accepted, nil
 }
 
-// NgramSimple is llama.cpp's ngram-simple draft (common_ngram_simple_draft):
-// the last N tokens are looked for earlier in the context, the newest
-// match first, and the up to M tokens that followed it are the draft; a
-// continuation shorter than N is none.
+// NgramSimple drafts by lookup in the context, as llama.cpp's ngram-simple
+// (common_ngram_simple_draft): the last N tokens are looked for earlier in
+// the context, the newest match first, and up to M tokens that followed it
+// are the draft. Where the last N tokens occur nowhere else, shorter
+// patterns are tried, down to Min tokens (prompt-lookup decoding's
+// fallback, which llama-lookup's n-grams of 1 to 4 tokens also have): a
+// story repeats its phrases far more often than its sentences.
 type NgramSimple struct {
-	N, M int
+	N, M, Min int
 }
 
 // Defaults of llama.cpp's --spec-ngram-size-n and --spec-ngram-size-m.
 const (
-	NgramSizeN = 12
-	NgramSizeM = 48
+	NgramSizeN   = 12
+	NgramSizeM   = 48
+	NgramSizeMin = 1
 )
 
 // Draft implements Drafter.
 func (d NgramSimple) Draft(_ context.Context, tokens []int32, max int) ([]int32, error) {
-	n, m := d.N, d.M
-	if n <= 0 || m <= 0 {
-		return nil, fmt.Errorf("ngram-simple: sizes n %d, m %d: both must be positive", n, m)
+	n, m, lo := d.N, d.M, d.Min
+	if lo <= 0 {
+		lo = n
 	}
-	// llama.cpp keeps the token chosen last apart from the context: cur
-	// is the context's length, the pattern its last n-1 tokens and that
-	// one.
-	cur := len(tokens) - 1
-	if cur <= n+m+1 {
-		return nil, nil
+	if n <= 0 || m <= 0 || lo > n {
+		return nil, fmt.Errorf("ngram-simple: sizes n %d, m %d, min %d: want 0 < min ≤ n and m > 0", n, m, lo)
 	}
-	pattern := tokens[len(tokens)-n:]
-	match := 0
-	for j := cur - n - 1; j > 0; j-- {
-		if slices.Equal(tokens[j:j+n], pattern) {
-			match = j
-			break
+	for k := min(n, len(tokens)-1); k >= lo; k-- {
+		pattern := tokens[len(tokens)-k:]
+		// The newest earlier occurrence that something follows.
+		for j := len(tokens) - k - 1; j >= 0; j-- {
+			if slices.Equal(tokens[j:j+k], pattern) {
+				end := min(j+k+m, len(tokens), j+k+max)
+				return slices.Clone(tokens[j+k : end]), nil
+			}
 		}
 	}
-	if match == 0 {
-		return nil, nil
-	}
-	count := min(m, cur-(match+n))
-	if count < n {
-		return nil, nil
-	}
-	return slices.Clone(tokens[match+n : match+n+min(count, max)]), nil
+	return nil, nil
 }
 
 // ModelDrafter drafts with a draft model's greedy choices (llama.cpp's
