@@ -28,10 +28,19 @@ import (
 )
 
 // Types are the cache types, by the names the CLI takes (llama.cpp's
-// --cache-type-k/-v names).
-var Types = map[string]dtype.Type{"f16": dtype.F16, "f32": dtype.F32}
+// --cache-type-k/-v names). The block types store whole 32-element blocks
+// per head row, so they need a head size that is a multiple of 32; a
+// quantised V needs flash attention (backend.Attn.Flash), as in llama.cpp.
+var Types = map[string]dtype.Type{
+	"f32": dtype.F32, "f16": dtype.F16, "bf16": dtype.BF16,
+	"q8_0": dtype.Q8_0, "q4_0": dtype.Q4_0, "q4_1": dtype.Q4_1,
+	"q5_0": dtype.Q5_0, "q5_1": dtype.Q5_1, "iq4_nl": dtype.IQ4_NL,
+}
 
-// ParseType returns the cache type named s ("f16" or "f32"; "" is f16).
+// TypeNames lists Types' names in a fixed order, for help and errors.
+const TypeNames = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
+
+// ParseType returns the cache type named s (one of TypeNames; "" is f16).
 func ParseType(s string) (dtype.Type, error) {
 	if s == "" {
 		return dtype.F16, nil
@@ -39,7 +48,40 @@ func ParseType(s string) (dtype.Type, error) {
 	if t, ok := Types[strings.ToLower(s)]; ok {
 		return t, nil
 	}
-	return 0, fmt.Errorf("kvcache: cache type %q is not supported (want f16 or f32)", s)
+	return 0, fmt.Errorf("kvcache: cache type %q is not supported (want one of %s)", s, TypeNames)
+}
+
+// TypeName is t's name in Types (llama.cpp's spelling).
+func TypeName(t dtype.Type) string {
+	for name, u := range Types {
+		if u == t {
+			return name
+		}
+	}
+	return t.String()
+}
+
+// Size is the bytes the K and V caches of o take (every layer), or an
+// error when o's types cannot hold its rows: an unknown type, or a block
+// type whose 32-element blocks do not divide the head size.
+func Size(o Options) (int64, error) {
+	var total int64
+	for _, t := range []dtype.Type{o.K, o.V} {
+		known := false
+		for _, u := range Types {
+			known = known || u == t
+		}
+		if !known {
+			return 0, fmt.Errorf("kvcache: cache type %v is not supported (want one of %s)", t, TypeNames)
+		}
+		row, err := t.RowBytes(o.HeadDim)
+		if err != nil || o.HeadDim <= 0 {
+			return 0, fmt.Errorf("kvcache: cache type %s stores blocks of %d values: a head size of %d is not a multiple of it",
+				TypeName(t), t.BlockSize(), o.HeadDim)
+		}
+		total += int64(o.Layers) * int64(o.Cells) * int64(o.KVHeads) * int64(row)
+	}
+	return total, nil
 }
 
 // Layout says where a sequence's cells may lie.
@@ -81,8 +123,11 @@ type Options struct {
 	Cells int
 	// Batch is the most tokens one Begin takes.
 	Batch int
-	// K and V are the element types of the key and value caches, F16 or F32.
+	// K and V are the element types of the key and value caches (Types).
 	K, V dtype.Type
+	// MaxBytes, when > 0, is the memory the caches may take: a larger
+	// cache is an error naming both figures, before anything is allocated.
+	MaxBytes int64
 	// Seqs is the number of sequence ids, 0…Seqs-1 (≤ 0: 1).
 	Seqs   int
 	Layout Layout
@@ -126,10 +171,13 @@ type segment struct{ row, cell, n int }
 
 // New allocates the cache on b.
 func New(b backend.Backend, o Options) (*Cache, error) {
-	for _, t := range []dtype.Type{o.K, o.V} {
-		if t != dtype.F16 && t != dtype.F32 {
-			return nil, fmt.Errorf("kvcache: cache type %v is not supported (want F16 or F32)", t)
-		}
+	size, err := Size(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.MaxBytes > 0 && size > o.MaxBytes {
+		return nil, fmt.Errorf("kvcache: %d cells of %d layers (K %s, V %s) need %d bytes (%.2f GiB), more than the %d bytes (%.2f GiB) available: lower -c or choose a smaller cache type",
+			o.Cells, o.Layers, TypeName(o.K), TypeName(o.V), size, float64(size)/(1<<30), o.MaxBytes, float64(o.MaxBytes)/(1<<30))
 	}
 	if o.Seqs <= 0 {
 		o.Seqs = 1
@@ -162,7 +210,6 @@ func New(b backend.Backend, o Options) (*Cache, error) {
 		c.pos[j] = -1
 		c.touch(j)
 	}
-	var err error
 	if c.rows, err = b.Alloc(dtype.I32, o.Batch, 4); err != nil {
 		return nil, fmt.Errorf("kvcache: view rows: %w", err)
 	}
@@ -189,8 +236,8 @@ func New(b backend.Backend, o Options) (*Cache, error) {
 
 // Bytes is the memory the K and V caches hold on their backend.
 func (c *Cache) Bytes() int64 {
-	per := int64(c.Cells) * int64(c.KVHeads*c.HeadDim)
-	return int64(len(c.k)) * per * int64(c.K.BlockBytes()+c.V.BlockBytes())
+	n, _ := Size(c.Options)
+	return n
 }
 
 // Context is the most cells one sequence can hold: every cell in a unified
