@@ -60,9 +60,14 @@ type Options struct {
 	// "per-stream" (each sequence its own Context/Seqs cells).
 	KVLayout string
 	OrtLib   string // libonnxruntime path ("": $ONNXRUNTIME_LIB, then third_party/onnxruntime)
-	// CacheTypeK and CacheTypeV are the KV-cache types, "f16" (the default,
-	// as in llama.cpp) or "f32".
+	// CacheTypeK and CacheTypeV are the KV-cache types by llama.cpp's names
+	// (kvcache.TypeNames): "f16" (the default, as in llama.cpp), "f32",
+	// "bf16", or a block type ("q8_0", "q4_0", …), which needs flash
+	// attention.
 	CacheTypeK, CacheTypeV string
+	// FlashAttn is llama.cpp's -fa: "on", "off" or "auto" (the default: on
+	// exactly when a cache type is neither f32 nor f16; kvcache.Flash).
+	FlashAttn string
 	// Progress, when set, is told the weight bytes loaded so far.
 	Progress func(done, total int64)
 	// Wrap, when set, is applied to the glint backend right after it is made
@@ -97,9 +102,13 @@ type Model struct {
 	// Device names the hardware (or ONNX Runtime) that runs the model.
 	Device string
 	// Info is one line: backend, device, file and shape.
-	Info    string
-	eos     []int32 // extra end-of-generation ids (ONNX configs)
-	closers []func() error
+	Info string
+	// KVCacheBytes is the memory the KV cache takes (0 for onnx).
+	KVCacheBytes int64
+	// FlashAttn reports whether attention runs as flash attention.
+	FlashAttn bool
+	eos       []int32 // extra end-of-generation ids (ONNX configs)
+	closers   []func() error
 }
 
 // Close releases the model, its backend and the mapped file.
@@ -188,6 +197,10 @@ func Open(path string, o Options) (*Model, error) {
 			o.cacheK, o.cacheV = kt, vt
 		}
 	}
+	var flash bool
+	if err == nil {
+		flash, err = kvcache.Flash(o.FlashAttn, o.cacheK, o.cacheV)
+	}
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -201,8 +214,12 @@ func Open(path string, o Options) (*Model, error) {
 		return nil, fmt.Errorf("KV layout %q: want unified or per-stream", o.KVLayout)
 	}
 	ctx := ContextSize(o.Context, f.Config.Context)
+	var avail int64
+	if o.Backend == "" || o.Backend == "cpu" {
+		avail = availableMemory()
+	}
 	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress, CacheK: o.cacheK, CacheV: o.cacheV,
-		Seqs: o.Seqs, Layout: layout})
+		Flash: flash, MaxCacheBytes: avail, Seqs: o.Seqs, Layout: layout})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -211,14 +228,20 @@ func Open(path string, o Options) (*Model, error) {
 	m.Engine.SetStepTokens(o.StepTokens)
 	m.closers = append(m.closers, m.Engine.Close)
 	m.Config = lm.Config()
+	m.KVCacheBytes, m.FlashAttn = lm.Cache().Bytes(), flash
 	m.LoadTime = time.Since(start)
 	c := m.Config
 	seqs := ""
 	if n := lm.Seqs(); n > 1 {
 		seqs = fmt.Sprintf(" (%d sequences, %v)", n, layout)
 	}
-	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %v/%v",
-		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs, o.cacheK, o.cacheV)
+	fa := "off"
+	if flash {
+		fa = "on"
+	}
+	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %s/%s %.1f MiB, flash attention %s",
+		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs,
+		kvcache.TypeName(o.cacheK), kvcache.TypeName(o.cacheV), float64(m.KVCacheBytes)/(1<<20), fa)
 	return m, nil
 }
 

@@ -62,8 +62,9 @@ func TypeName(t dtype.Type) string {
 }
 
 // Size is the bytes the K and V caches of o take (every layer), or an
-// error when o's types cannot hold its rows: an unknown type, or a block
-// type whose 32-element blocks do not divide the head size.
+// error when o's types cannot hold its rows (an unknown type, or a block
+// type whose 32-element blocks do not divide the head size) or the caches
+// would take more than o.MaxBytes.
 func Size(o Options) (int64, error) {
 	var total int64
 	for _, t := range []dtype.Type{o.K, o.V} {
@@ -80,6 +81,10 @@ func Size(o Options) (int64, error) {
 				TypeName(t), t.BlockSize(), o.HeadDim)
 		}
 		total += int64(o.Layers) * int64(o.Cells) * int64(o.KVHeads) * int64(row)
+	}
+	if o.MaxBytes > 0 && total > o.MaxBytes {
+		return 0, fmt.Errorf("kvcache: %d cells of %d layers (K %s, V %s) need %d bytes (%.2f GiB), more than the %d bytes (%.2f GiB) available: lower -c or choose a smaller cache type",
+			o.Cells, o.Layers, TypeName(o.K), TypeName(o.V), total, float64(total)/(1<<30), o.MaxBytes, float64(o.MaxBytes)/(1<<30))
 	}
 	return total, nil
 }
@@ -171,13 +176,8 @@ type segment struct{ row, cell, n int }
 
 // New allocates the cache on b.
 func New(b backend.Backend, o Options) (*Cache, error) {
-	size, err := Size(o)
-	if err != nil {
+	if _, err := Size(o); err != nil {
 		return nil, err
-	}
-	if o.MaxBytes > 0 && size > o.MaxBytes {
-		return nil, fmt.Errorf("kvcache: %d cells of %d layers (K %s, V %s) need %d bytes (%.2f GiB), more than the %d bytes (%.2f GiB) available: lower -c or choose a smaller cache type",
-			o.Cells, o.Layers, TypeName(o.K), TypeName(o.V), size, float64(size)/(1<<30), o.MaxBytes, float64(o.MaxBytes)/(1<<30))
 	}
 	if o.Seqs <= 0 {
 		o.Seqs = 1
@@ -210,6 +210,7 @@ func New(b backend.Backend, o Options) (*Cache, error) {
 		c.pos[j] = -1
 		c.touch(j)
 	}
+	var err error
 	if c.rows, err = b.Alloc(dtype.I32, o.Batch, 4); err != nil {
 		return nil, fmt.Errorf("kvcache: view rows: %w", err)
 	}
@@ -236,7 +237,9 @@ func New(b backend.Backend, o Options) (*Cache, error) {
 
 // Bytes is the memory the K and V caches hold on their backend.
 func (c *Cache) Bytes() int64 {
-	n, _ := Size(c.Options)
+	o := c.Options
+	o.MaxBytes = 0
+	n, _ := Size(o)
 	return n
 }
 
@@ -486,4 +489,35 @@ func (c *Cache) Room(seq []int32) error {
 		}
 	}
 	return nil
+}
+
+// FlashModes are -fa's values (llama.cpp's --flash-attn spelling).
+const FlashModes = "on, off, auto"
+
+// Flash decides whether attention over caches of types k and v runs as
+// flash attention (backend.Attn.Flash), for the mode -fa names: "on",
+// "off", or "auto" ("" too), which is on exactly when a cache is neither
+// F32 nor F16 (the mul_mat graph takes only those) and off otherwise, so
+// that the default keeps the mul_mat graph's bits. A cache type that needs
+// flash attention with "off" is an error, as in llama.cpp ("V cache
+// quantization requires flash_attn").
+func Flash(mode string, k, v dtype.Type) (bool, error) {
+	needs := func(t dtype.Type) bool { return t != dtype.F32 && t != dtype.F16 }
+	switch strings.ToLower(mode) {
+	case "on", "1", "true":
+		return true, nil
+	case "", "auto":
+		return needs(k) || needs(v), nil
+	case "off", "0", "false":
+		for _, c := range []struct {
+			name string
+			t    dtype.Type
+		}{{"V", v}, {"K", k}} {
+			if needs(c.t) {
+				return false, fmt.Errorf("kvcache: a %s cache of type %s requires flash attention (-fa on or auto)", c.name, TypeName(c.t))
+			}
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("kvcache: flash attention %q: want one of %s", mode, FlashModes)
 }

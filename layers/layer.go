@@ -57,6 +57,8 @@ type State struct {
 	Ropes []backend.Rope // per layer (Gemma 3's sliding layers have their own base)
 	WS    *workspace.LayerWorkspace
 	KV    *kvcache.Cache
+	// Flash: attention runs as flash attention (backend.Attn.Flash).
+	Flash bool
 }
 
 // Forward runs layer il over the n tokens of the batch the cache has begun
@@ -168,7 +170,7 @@ func (s *State) linear(dst, x, w, bias backend.Tensor, n int) {
 func (s *State) attend(il, n int) {
 	c := &s.C
 	kc, vc := s.KV.Layer(il)
-	a := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim, Scale: invSqrt(c.HeadDim), SoftCap: c.AttnSoftCap}
+	a := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim, Scale: invSqrt(c.HeadDim), SoftCap: c.AttnSoftCap, Flash: s.Flash}
 	if c.QueryScale > 0 {
 		a.Scale = 1
 	}

@@ -195,7 +195,7 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 			} else {
 				madF32(acc[g*hd:(g+1)*hd], sc.vrow[:hd], vs)
 			}
-			s[g] = fmaf(s[g], ms, vs)
+			s[g] = float32(s[g]*ms) + vs
 		}
 	}
 	if !seen {
