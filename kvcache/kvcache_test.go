@@ -733,3 +733,53 @@ func TestStateQuantized(t *testing.T) {
 		}
 	}
 }
+
+// Size is llama.cpp's arithmetic of a cache's memory: a 32k context of the
+// Llama 3.2 1B shape (16 layers, 8 KV heads of 64) takes 1 GiB in f16 and
+// 17/32 of it (34 bytes per 32 values) in q8_0; q4_0 takes 9/32 (18 per 32).
+func TestSize(t *testing.T) {
+	o := kvcache.Options{Layers: 16, KVHeads: 8, HeadDim: 64, Cells: 32768, K: dtype.F16, V: dtype.F16}
+	f16, err := kvcache.Size(o)
+	if err != nil || f16 != 1<<30 {
+		t.Fatalf("f16: %d, %v; want 1 GiB", f16, err)
+	}
+	for _, c := range []struct {
+		t    dtype.Type
+		want int64
+	}{{dtype.Q8_0, 17 << 25}, {dtype.Q4_0, 9 << 25}, {dtype.BF16, 1 << 30}, {dtype.F32, 2 << 30}} {
+		o.K, o.V = c.t, c.t
+		if got, err := kvcache.Size(o); err != nil || got != c.want {
+			t.Errorf("%v: %d, %v; want %d", c.t, got, err, c.want)
+		}
+	}
+	o.K, o.V, o.MaxBytes = dtype.F16, dtype.F16, 1<<30-1
+	if _, err := kvcache.Size(o); err == nil {
+		t.Error("f16 over MaxBytes: no error")
+	}
+	o.K, o.V = dtype.Q8_0, dtype.Q8_0
+	if _, err := kvcache.Size(o); err != nil {
+		t.Errorf("q8_0 within MaxBytes: %v", err)
+	}
+}
+
+// Flash is -fa's rule: auto turns flash attention on for caches the mul_mat
+// graph cannot read; off with such a cache is an error naming it.
+func TestFlash(t *testing.T) {
+	for _, c := range []struct {
+		mode   string
+		k, v   dtype.Type
+		want   bool
+		wantOK bool
+	}{
+		{"auto", dtype.F16, dtype.F16, false, true}, {"", dtype.F32, dtype.F16, false, true},
+		{"auto", dtype.Q8_0, dtype.F16, true, true}, {"auto", dtype.F16, dtype.Q4_0, true, true},
+		{"on", dtype.F16, dtype.F16, true, true}, {"off", dtype.F16, dtype.F32, false, true},
+		{"off", dtype.F16, dtype.Q8_0, false, false}, {"off", dtype.BF16, dtype.F16, false, false},
+		{"maybe", dtype.F16, dtype.F16, false, false},
+	} {
+		got, err := kvcache.Flash(c.mode, c.k, c.v)
+		if got != c.want || (err == nil) != c.wantOK {
+			t.Errorf("Flash(%q, %v, %v) = %v, %v; want %v, ok %v", c.mode, c.k, c.v, got, err, c.want, c.wantOK)
+		}
+	}
+}

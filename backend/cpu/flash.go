@@ -26,8 +26,8 @@ import (
 //     SoftCap·tanhf(s); a cell the row does not see is skipped (its −∞ mask);
 //   - the online softmax: on a new maximum M the accumulator is scaled by
 //     ms = expf(Mold − M) and the cell weighs 1, else it weighs
-//     vs = expf(s − M); S = S·ms + vs (gcc contracts it into one fused
-//     multiply-add); expf is the C library's, as ggml calls it;
+//     vs = expf(s − M); S = S·ms + vs (the product rounded, then the sum: ggml-cpu.c's S*ms + vs rounds twice);
+//     expf is the C library's, as ggml calls it;
 //   - over an F16 V the accumulator is f16: ggml_vec_scale_f16 and
 //     ggml_vec_mad_f16 widen, multiply (or multiply-add, fused) in float32
 //     and round back to f16 per element; over any other V, V's row is
@@ -47,7 +47,8 @@ type flashTask struct {
 	kRow, vRow      int        // bytes of one head row of K, of V
 	kvCols          int        // elements of one cell: kvHeads·headDim
 	scale, softCap  float32
-	kOrder, vOrder  floatSum // the float vec_dot orders of F16/BF16/F32 K
+	kOrder          floatSum // the float vec_dot order of a BF16 or F32 K
+	wide            bool     // F16 K: ggml_vec_dot_f16 of the AVX-512 build
 	heads, kvHeads  int
 	headDim, stride int
 	rows, cells     []int32
@@ -64,6 +65,7 @@ type flashScratch struct {
 	acc16 []uint16
 	m, s  []float32
 	vrow  []float32
+	krow  []float32 // an F16 key row widened
 	_     [48]byte
 }
 
@@ -83,6 +85,7 @@ func (b *Backend) flashAttention(o, qt, kt, vt *Tensor, n int, a backend.Attn, r
 	if !kt.dt.Quantized() {
 		f.kOrder = b.flavour.FloatOrder(kt.dt, 1, hd, 1)
 	}
+	f.wide = b.flavour.Wide()
 	group := a.Heads / a.KVHeads
 	if len(b.flash) < len(b.scratch) {
 		b.flash = make([]flashScratch, len(b.scratch))
@@ -98,6 +101,7 @@ func (b *Backend) flashAttention(o, qt, kt, vt *Tensor, n int, a backend.Attn, r
 		}
 		if len(sc.vrow) < hd {
 			sc.vrow = make([]float32, hd)
+			sc.krow = make([]float32, hd)
 		}
 		if f.kt.Quantized() {
 			sc.qa.grow(f.qt, group, hd, false, false)
@@ -167,11 +171,22 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 		if !halfV {
 			dtype.DequantizeRow(f.vt, sc.vrow[:hd], vrow)
 		}
+		kf := sc.krow[:hd]
+		if f.kt == dtype.F16 {
+			for i, h := range halfsOf(krow) {
+				kf[i] = f16Table[h]
+			}
+		}
 		for g := range group {
 			var d float32
-			if f.kt.Quantized() {
+			switch {
+			case f.kt.Quantized():
 				d = dot32Lanes(f.kt, &sc.qa, g, hd, krow, false)
-			} else {
+			case f.kt == dtype.F16 && f.wide:
+				d = dotVec512(kf, qf[g*hd:(g+1)*hd], true)
+			case f.kt == dtype.F16:
+				d = dotVec8(kf, qf[g*hd:(g+1)*hd], true)
+			default:
 				d = floatDot(f.kt, f.kOrder, qf[g*hd:(g+1)*hd], krow)
 			}
 			x := d * f.scale
@@ -216,9 +231,9 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 	}
 }
 
-// floatDot is the vec_dot of an F16, BF16 or F32 key row (raw) and a query
-// already rounded to that type, in order sum (ggml_vec_dot_f16/_bf16/_f32
-// of the flavour): the float matmul kernel on one row.
+// floatDot is the vec_dot of a BF16 or F32 key row (raw) and a query
+// already rounded to that type, in order sum (ggml_vec_dot_bf16/_f32 of the
+// flavour): the float matmul kernel on one row.
 func floatDot(dt dtype.Type, sum floatSum, q []float32, raw []byte) float32 {
 	var d [1]float32
 	t := task{kind: kMatMul, dst: d[:], x: q, w: raw, wt: dt, n: 1, k: len(q), m: 1, sum: sum}
