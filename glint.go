@@ -46,8 +46,9 @@ type Options struct {
 	// GLINT_GGML_FLAVOR, numerics.FromEnv).
 	Numerics numerics.Options
 	// Context is the number of KV-cache cells, llama.cpp's -c: rounded up to a
-	// multiple of 32 as llama.cpp pads it (0 or more than trained: the
-	// model's trained context). Sequences share them (KVLayout).
+	// multiple of 32 as llama.cpp pads it, of 256 with flash attention (0 or
+	// more than trained: the model's trained context). Sequences share them
+	// (KVLayout).
 	Context int
 	// Seqs is the number of sequences (sessions) the KV cache holds at once
 	// (llama.cpp's --parallel; 0: 1).
@@ -213,7 +214,7 @@ func Open(path string, o Options) (*Model, error) {
 		m.Close()
 		return nil, fmt.Errorf("KV layout %q: want unified or per-stream", o.KVLayout)
 	}
-	ctx := ContextSize(o.Context, f.Config.Context)
+	ctx := ContextSize(o.Context, f.Config.Context, flash)
 	var avail int64
 	if o.Backend == "" || o.Backend == "cpu" {
 		avail = availableMemory()
@@ -255,11 +256,17 @@ func (m *Model) IsEOG(id int32) bool {
 }
 
 // ContextSize is the number of KV cells a -c of c gives a model trained on
-// trained positions: c rounded up to a multiple of 32, as llama.cpp pads
-// n_ctx, and at most trained (0 or more than trained: trained).
-func ContextSize(c, trained int) int {
+// trained positions: c rounded up as llama.cpp pads n_ctx (its
+// llama_kv_cache_get_padding: to a multiple of 256 with flash attention,
+// else of 32), and at most trained (0 or more than trained: trained). The
+// padding moves a context shift where llama.cpp's moves.
+func ContextSize(c, trained int, flash bool) int {
 	if c <= 0 || c > trained {
 		return trained
 	}
-	return min((c+31)/32*32, trained)
+	pad := 32
+	if flash {
+		pad = 256
+	}
+	return min((c+pad-1)/pad*pad, trained)
 }
