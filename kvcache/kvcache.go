@@ -1,10 +1,11 @@
 // Package kvcache is the per-layer key/value cache of many sequences, as
 // llama.cpp keeps it. Each layer's K and V live on the backend as
 // [cells, kvHeads, headDim] in F16 (the default, as in llama.cpp: half the
-// memory, and the rounding llama.cpp's attention sees) or F32. Every cell
-// has a position and a set of sequence ids (up to 64); a batch's rows are
-// stored with CopySlice, which rounds F32 rows into an F16 cache, so the
-// cache never leaves the device.
+// memory, and the rounding llama.cpp's attention sees), F32, BF16 or one of
+// llama.cpp's 32-element block types (Types; those need flash attention,
+// Flash). Every cell has a position and a set of sequence ids (up to 64); a
+// batch's rows are stored with CopySlice, which rounds or quantises F32 rows
+// into the cache's type, so the cache never leaves the device.
 //
 // Two layouts: Unified keeps one buffer that every sequence shares,
 // masked by sequence (a prefix copied to another sequence is stored once),
@@ -14,8 +15,9 @@
 // rows and the cells that changed.
 //
 // Moving positions (SeqShift) re-rotates the cached keys by the difference
-// with RoPE, as llama.cpp's K-shift does: the deltas are kept per cell and
-// applied, summed, before the next batch (Shift).
+// with RoPE, as llama.cpp's K-shift does (a quantised K dequantised, turned
+// and quantised again): the deltas are kept per cell and applied, summed,
+// before the next batch (Shift).
 package kvcache
 
 import (
