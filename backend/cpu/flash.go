@@ -23,11 +23,13 @@ import (
 //     and that query (dot32Lanes, or the float kernels in the flavour's
 //     ggml_vec_dot order);
 //   - s = score·scale', scale' = Scale/SoftCap with a soft cap, then
-//     SoftCap·tanhf(s); a cell the row does not see is skipped (its −∞ mask);
+//     SoftCap·tanhf(s) (so the cap applies to the scaled score: the same as
+//     the mul_mat graph's at Scale 1, which is how llama.cpp's graphs use a
+//     cap); a cell the row does not see is skipped (its −∞ mask);
 //   - the online softmax: on a new maximum M the accumulator is scaled by
 //     ms = expf(Mold − M) and the cell weighs 1, else it weighs
-//     vs = expf(s − M); S = S·ms + vs (the product rounded, then the sum: ggml-cpu.c's S*ms + vs rounds twice);
-//     expf is the C library's, as ggml calls it;
+//     vs = expf(s − M); S = S·ms + vs, rounded twice (ggml-cpu.c's build
+//     does not fuse it); expf is the C library's, as ggml calls it;
 //   - over an F16 V the accumulator is f16: ggml_vec_scale_f16 and
 //     ggml_vec_mad_f16 widen, multiply (or multiply-add, fused) in float32
 //     and round back to f16 per element; over any other V, V's row is
@@ -37,6 +39,8 @@ import (
 //
 // Every step is per element or per dot product, so no other lane order
 // enters; a row that sees no cell gets zeros (the op's rule; ggml's 0/0).
+// Checked bit for bit against ggml_flash_attn_ext of the peer's libggml on
+// every cache type, head sizes 32, 64 and 96, decode and prefill rows.
 
 // flashTask is one flash attention call's operands.
 type flashTask struct {
@@ -63,10 +67,14 @@ type flashScratch struct {
 	qf    []float32
 	acc   []float32
 	acc16 []uint16
-	m, s  []float32
+	s     []float32
 	vrow  []float32
 	krow  []float32 // an F16 key row widened
-	_     [48]byte
+	// cells are the cells the row sees; d, ms and vs hold per head (group
+	// rows of len(cells)) the dot products and the softmax's weights.
+	cells     []int32
+	d, ms, vs []float32
+	_         [48]byte
 }
 
 // flashAttention runs Attention's flash arithmetic; Attention has checked
@@ -92,12 +100,17 @@ func (b *Backend) flashAttention(o, qt, kt, vt *Tensor, n int, a backend.Attn, r
 	}
 	for i := range b.flash {
 		sc := &b.flash[i]
-		if len(sc.qf) < group*hd || len(sc.m) < group {
+		if len(sc.qf) < group*hd || len(sc.s) < group {
 			sc.qf = make([]float32, group*hd)
 			sc.acc = make([]float32, group*hd)
 			sc.acc16 = make([]uint16, group*hd)
-			sc.m = make([]float32, group)
 			sc.s = make([]float32, group)
+		}
+		if span := kvSpan(rows, n); cap(sc.cells) < span || len(sc.d) < group*span {
+			sc.cells = make([]int32, 0, span)
+			sc.d = make([]float32, group*span)
+			sc.ms = make([]float32, group*span)
+			sc.vs = make([]float32, group*span)
 		}
 		if len(sc.vrow) < hd {
 			sc.vrow = make([]float32, hd)
@@ -144,37 +157,17 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 	acc, acc16 := sc.acc[:group*hd], sc.acc16[:group*hd]
 	clear(acc)
 	clear(acc16)
-	m, s := sc.m[:group], sc.s[:group]
-	for g := range m {
-		m[g], s[g] = float32(math.Inf(-1)), 0
-	}
-	r := f.rows[4*row : 4*row+4]
-	pos, lo, hi := int64(r[0]), int(r[2]), int(r[3])
-	var mlo, mhi uint32
-	if sq := r[1]; sq < 32 {
-		mlo = 1 << sq
-	} else {
-		mhi = 1 << (sq - 32)
-	}
-	w := int64(f.window)
-	seen := false
-	for j := lo; j < hi; j++ {
-		c := f.cells[3*j : 3*j+3 : 3*j+3]
-		p := int64(c[0])
-		if (uint32(c[1])&mlo|uint32(c[2])&mhi) == 0 || p > pos || w != 0 && pos-p >= w {
-			continue
-		}
-		seen = true
-		cell := j*f.kvHeads + kvh
+	cells := visibleCells(f, sc.cells[:0], row)
+	sc.cells = cells
+	nv := len(cells)
+	// The scores: each key row read once for the group's heads.
+	kf := sc.krow[:hd]
+	for i, j := range cells {
+		cell := int(j)*f.kvHeads + kvh
 		krow := f.k[cell*f.kRow : (cell+1)*f.kRow]
-		vrow := f.v[cell*f.vRow : (cell+1)*f.vRow]
-		if !halfV {
-			dtype.DequantizeRow(f.vt, sc.vrow[:hd], vrow)
-		}
-		kf := sc.krow[:hd]
 		if f.kt == dtype.F16 {
-			for i, h := range halfsOf(krow) {
-				kf[i] = f16Table[h]
+			for e, h := range halfsOf(krow) {
+				kf[e] = f16Table[h]
 			}
 		}
 		for g := range group {
@@ -189,31 +182,40 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 			default:
 				d = floatDot(f.kt, f.kOrder, qf[g*hd:(g+1)*hd], krow)
 			}
-			x := d * f.scale
-			if f.softCap > 0 {
-				x = f.softCap * ggmlmath.Tanhf(x)
-			}
-			ms, vs := float32(1), float32(1)
-			if x > m[g] {
-				ms = ggmlmath.Expf(m[g] - x)
-				m[g] = x
-				if halfV {
-					scaleF16(acc16[g*hd:(g+1)*hd], ms)
-				} else {
-					scaleF32(acc[g*hd:(g+1)*hd], ms)
-				}
-			} else {
-				vs = ggmlmath.Expf(x - m[g])
-			}
-			if halfV {
-				madF16(acc16[g*hd:(g+1)*hd], halfsOf(vrow), vs)
-			} else {
-				madF32(acc[g*hd:(g+1)*hd], sc.vrow[:hd], vs)
-			}
-			s[g] = float32(s[g]*ms) + vs
+			sc.d[g*nv+i] = d
 		}
 	}
-	if !seen {
+	s := sc.s[:group]
+	for g := range group {
+		s[g] = flashWeights(sc.d[g*nv:(g+1)*nv], sc.ms[g*nv:(g+1)*nv], sc.vs[g*nv:(g+1)*nv], f.scale, f.softCap)
+	}
+	// The values: each row read once for the group's heads. A weight ms of
+	// 1 is no rescale (ggml rescales only on a new maximum, and a rescale
+	// by 1 changes nothing, in f32 or f16).
+	for i, j := range cells {
+		cell := int(j)*f.kvHeads + kvh
+		vrow := f.v[cell*f.vRow : (cell+1)*f.vRow]
+		if !halfV {
+			dtype.DequantizeRow(f.vt, sc.vrow[:hd], vrow)
+		}
+		for g := range group {
+			ms, vs := sc.ms[g*nv+i], sc.vs[g*nv+i]
+			if halfV {
+				a := acc16[g*hd : (g+1)*hd]
+				if ms != 1 {
+					scaleF16(a, ms)
+				}
+				madF16(a, halfsOf(vrow), vs)
+			} else {
+				a := acc[g*hd : (g+1)*hd]
+				if ms != 1 {
+					scaleF32(a, ms)
+				}
+				madF32(a, sc.vrow[:hd], vs)
+			}
+		}
+	}
+	if nv == 0 {
 		clear(out)
 		return
 	}
@@ -229,6 +231,62 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 			out[g*hd+i] = v * inv
 		}
 	}
+}
+
+// visibleCells appends to cells those of row's range that the row sees
+// (backend.KVView's rule), in order.
+func visibleCells(f *flashTask, cells []int32, row int) []int32 {
+	r := f.rows[4*row : 4*row+4]
+	pos, lo, hi := int64(r[0]), int(r[2]), int(r[3])
+	var mlo, mhi uint32
+	if sq := r[1]; sq < 32 {
+		mlo = 1 << sq
+	} else {
+		mhi = 1 << (sq - 32)
+	}
+	w := int64(f.window)
+	for j := lo; j < hi; j++ {
+		c := f.cells[3*j : 3*j+3 : 3*j+3]
+		p := int64(c[0])
+		if (uint32(c[1])&mlo|uint32(c[2])&mhi) == 0 || p > pos || w != 0 && pos-p >= w {
+			continue
+		}
+		cells = append(cells, int32(j))
+	}
+	return cells
+}
+
+// kvSpan is the longest cell range of the n rows.
+func kvSpan(rows []int32, n int) int {
+	span := 0
+	for i := range n {
+		span = max(span, int(rows[4*i+3]-rows[4*i+2]))
+	}
+	return span
+}
+
+// flashWeightsGo is flash.c's glint_flash_weights in Go: ggml's online
+// softmax over the dot products d, each cell's rescale ms and weight vs,
+// and the sum S it returns (S·ms rounded, then + vs).
+func flashWeightsGo(d, ms, vs []float32, scale, cap float32) float32 {
+	var S float32
+	M := float32(math.Inf(-1))
+	for i, x := range d {
+		x *= scale
+		if cap != 0 {
+			x = cap * ggmlmath.Tanhf(x)
+		}
+		m1, v1 := float32(1), float32(1)
+		if x > M {
+			m1 = ggmlmath.Expf(M - x)
+			M = x
+		} else {
+			v1 = ggmlmath.Expf(x - M)
+		}
+		ms[i], vs[i] = m1, v1
+		S = float32(S*m1) + v1
+	}
+	return S
 }
 
 // floatDot is the vec_dot of a BF16 or F32 key row (raw) and a query
