@@ -162,6 +162,7 @@ fuzz:
 	$(GO) test ./tokenizer -run '^$$' -fuzz FuzzFromHF -fuzztime 5m -parallel 1
 	$(GO) test ./dtype -run '^$$' -fuzz FuzzDequantizeBlocks -fuzztime 5m -parallel 1
 	$(GO) test ./dtype -run '^$$' -fuzz FuzzQuantizeRow -fuzztime 5m -parallel 1
+	$(GO) test ./dtype -run '^$$' -fuzz FuzzQuantizeCacheRow -fuzztime 5m -parallel 1
 	$(GO) test ./chattemplate -run '^$$' -fuzz FuzzParseJSON -fuzztime 5m -parallel 1
 	$(GO) test ./grammar -run '^$$' -fuzz FuzzParse -fuzztime 5m -parallel 1
 	$(GO) test ./grammar -run '^$$' -fuzz FuzzSchema -fuzztime 5m -parallel 1

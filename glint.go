@@ -46,8 +46,9 @@ type Options struct {
 	// GLINT_GGML_FLAVOR, numerics.FromEnv).
 	Numerics numerics.Options
 	// Context is the number of KV-cache cells, llama.cpp's -c: rounded up to a
-	// multiple of 32 as llama.cpp pads it (0 or more than trained: the
-	// model's trained context). Sequences share them (KVLayout).
+	// multiple of 32 as llama.cpp pads it, of 256 with flash attention (0 or
+	// more than trained: the model's trained context). Sequences share them
+	// (KVLayout).
 	Context int
 	// Seqs is the number of sequences (sessions) the KV cache holds at once
 	// (llama.cpp's --parallel; 0: 1).
@@ -60,9 +61,14 @@ type Options struct {
 	// "per-stream" (each sequence its own Context/Seqs cells).
 	KVLayout string
 	OrtLib   string // libonnxruntime path ("": $ONNXRUNTIME_LIB, then third_party/onnxruntime)
-	// CacheTypeK and CacheTypeV are the KV-cache types, "f16" (the default,
-	// as in llama.cpp) or "f32".
+	// CacheTypeK and CacheTypeV are the KV-cache types by llama.cpp's names
+	// (kvcache.TypeNames): "f16" (the default, as in llama.cpp), "f32",
+	// "bf16", or a block type ("q8_0", "q4_0", …), which needs flash
+	// attention.
 	CacheTypeK, CacheTypeV string
+	// FlashAttn is llama.cpp's -fa: "on", "off" or "auto" (the default: on
+	// exactly when a cache type is neither f32 nor f16; kvcache.Flash).
+	FlashAttn string
 	// Progress, when set, is told the weight bytes loaded so far.
 	Progress func(done, total int64)
 	// Wrap, when set, is applied to the glint backend right after it is made
@@ -99,9 +105,13 @@ type Model struct {
 	// Device names the hardware (or ONNX Runtime) that runs the model.
 	Device string
 	// Info is one line: backend, device, file and shape.
-	Info    string
-	eos     []int32 // extra end-of-generation ids (ONNX configs)
-	closers []func() error
+	Info string
+	// KVCacheBytes is the memory the KV cache takes (0 for onnx).
+	KVCacheBytes int64
+	// FlashAttn reports whether attention runs as flash attention.
+	FlashAttn bool
+	eos       []int32 // extra end-of-generation ids (ONNX configs)
+	closers   []func() error
 
 	// Draft is the draft model of speculative decoding (Options.Spec), nil
 	// when there is none.
@@ -199,6 +209,10 @@ func Open(path string, o Options) (*Model, error) {
 			o.cacheK, o.cacheV = kt, vt
 		}
 	}
+	var flash bool
+	if err == nil {
+		flash, err = kvcache.Flash(o.FlashAttn, o.cacheK, o.cacheV)
+	}
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -211,14 +225,18 @@ func Open(path string, o Options) (*Model, error) {
 		m.Close()
 		return nil, fmt.Errorf("KV layout %q: want unified or per-stream", o.KVLayout)
 	}
-	ctx := ContextSize(o.Context, f.Config.Context)
+	ctx := ContextSize(o.Context, f.Config.Context, flash)
+	var avail int64
+	if o.Backend == "" || o.Backend == "cpu" {
+		avail = availableMemory()
+	}
 	// A verification reads the logits of every token it feeds.
 	outputs := 0
 	if specKind != "" {
 		outputs = max(o.Seqs, 8, o.Spec.draftMax()+1)
 	}
 	lm, err := layers.Load(b, f.Config, f.Source, layers.Options{Context: ctx, Progress: o.Progress, CacheK: o.cacheK, CacheV: o.cacheV,
-		Seqs: o.Seqs, Layout: layout, MaxOutputs: outputs})
+		Flash: flash, MaxCacheBytes: avail, Seqs: o.Seqs, Layout: layout, MaxOutputs: outputs})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -227,14 +245,20 @@ func Open(path string, o Options) (*Model, error) {
 	m.Engine.SetStepTokens(o.StepTokens)
 	m.closers = append(m.closers, m.Engine.Close)
 	m.Config = lm.Config()
+	m.KVCacheBytes, m.FlashAttn = lm.Cache().Bytes(), flash
 	m.LoadTime = time.Since(start)
 	c := m.Config
 	seqs := ""
 	if n := lm.Seqs(); n > 1 {
 		seqs = fmt.Sprintf(" (%d sequences, %v)", n, layout)
 	}
-	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %v/%v",
-		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs, o.cacheK, o.cacheV)
+	fa := "off"
+	if flash {
+		fa = "on"
+	}
+	m.Info = fmt.Sprintf("%s (%s): %s: %s, %d layers, embd %d, heads %d/%d, ff %d, vocab %d, ctx %d%s, kv cache %s/%s %.1f MiB, flash attention %s",
+		b.Name(), b.Device(), filepath.Base(path), c.Arch, c.NLayer, c.NEmbd, c.NHead, c.NHeadKV, c.NFF, c.Vocab, ctx, seqs,
+		kvcache.TypeName(o.cacheK), kvcache.TypeName(o.cacheV), float64(m.KVCacheBytes)/(1<<20), fa)
 	if specKind == "draft" {
 		d, err := openDraft(m, o)
 		if err != nil {
@@ -258,11 +282,17 @@ func (m *Model) IsEOG(id int32) bool {
 }
 
 // ContextSize is the number of KV cells a -c of c gives a model trained on
-// trained positions: c rounded up to a multiple of 32, as llama.cpp pads
-// n_ctx, and at most trained (0 or more than trained: trained).
-func ContextSize(c, trained int) int {
+// trained positions: c rounded up as llama.cpp pads n_ctx (its
+// llama_kv_cache_get_padding: to a multiple of 256 with flash attention,
+// else of 32), and at most trained (0 or more than trained: trained). The
+// padding moves a context shift where llama.cpp's moves.
+func ContextSize(c, trained int, flash bool) int {
 	if c <= 0 || c > trained {
 		return trained
 	}
-	return min((c+31)/32*32, trained)
+	pad := 32
+	if flash {
+		pad = 256
+	}
+	return min((c+pad-1)/pad*pad, trained)
 }

@@ -1,10 +1,11 @@
 // Package kvcache is the per-layer key/value cache of many sequences, as
 // llama.cpp keeps it. Each layer's K and V live on the backend as
 // [cells, kvHeads, headDim] in F16 (the default, as in llama.cpp: half the
-// memory, and the rounding llama.cpp's attention sees) or F32. Every cell
-// has a position and a set of sequence ids (up to 64); a batch's rows are
-// stored with CopySlice, which rounds F32 rows into an F16 cache, so the
-// cache never leaves the device.
+// memory, and the rounding llama.cpp's attention sees), F32, BF16 or one of
+// llama.cpp's 32-element block types (Types; those need flash attention,
+// Flash). Every cell has a position and a set of sequence ids (up to 64); a
+// batch's rows are stored with CopySlice, which rounds or quantises F32 rows
+// into the cache's type, so the cache never leaves the device.
 //
 // Two layouts: Unified keeps one buffer that every sequence shares,
 // masked by sequence (a prefix copied to another sequence is stored once),
@@ -14,8 +15,9 @@
 // rows and the cells that changed.
 //
 // Moving positions (SeqShift) re-rotates the cached keys by the difference
-// with RoPE, as llama.cpp's K-shift does: the deltas are kept per cell and
-// applied, summed, before the next batch (Shift).
+// with RoPE, as llama.cpp's K-shift does (a quantised K dequantised, turned
+// and quantised again): the deltas are kept per cell and applied, summed,
+// before the next batch (Shift).
 package kvcache
 
 import (
@@ -28,10 +30,19 @@ import (
 )
 
 // Types are the cache types, by the names the CLI takes (llama.cpp's
-// --cache-type-k/-v names).
-var Types = map[string]dtype.Type{"f16": dtype.F16, "f32": dtype.F32}
+// --cache-type-k/-v names). The block types store whole 32-element blocks
+// per head row, so they need a head size that is a multiple of 32; a
+// quantised V needs flash attention (backend.Attn.Flash), as in llama.cpp.
+var Types = map[string]dtype.Type{
+	"f32": dtype.F32, "f16": dtype.F16, "bf16": dtype.BF16,
+	"q8_0": dtype.Q8_0, "q4_0": dtype.Q4_0, "q4_1": dtype.Q4_1,
+	"q5_0": dtype.Q5_0, "q5_1": dtype.Q5_1, "iq4_nl": dtype.IQ4_NL,
+}
 
-// ParseType returns the cache type named s ("f16" or "f32"; "" is f16).
+// TypeNames lists Types' names in a fixed order, for help and errors.
+const TypeNames = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
+
+// ParseType returns the cache type named s (one of TypeNames; "" is f16).
 func ParseType(s string) (dtype.Type, error) {
 	if s == "" {
 		return dtype.F16, nil
@@ -39,7 +50,45 @@ func ParseType(s string) (dtype.Type, error) {
 	if t, ok := Types[strings.ToLower(s)]; ok {
 		return t, nil
 	}
-	return 0, fmt.Errorf("kvcache: cache type %q is not supported (want f16 or f32)", s)
+	return 0, fmt.Errorf("kvcache: cache type %q is not supported (want one of %s)", s, TypeNames)
+}
+
+// TypeName is t's name in Types (llama.cpp's spelling).
+func TypeName(t dtype.Type) string {
+	for name, u := range Types {
+		if u == t {
+			return name
+		}
+	}
+	return t.String()
+}
+
+// Size is the bytes the K and V caches of o take (every layer), or an
+// error when o's types cannot hold its rows (an unknown type, or a block
+// type whose 32-element blocks do not divide the head size) or the caches
+// would take more than o.MaxBytes.
+func Size(o Options) (int64, error) {
+	var total int64
+	for _, t := range []dtype.Type{o.K, o.V} {
+		known := false
+		for _, u := range Types {
+			known = known || u == t
+		}
+		if !known {
+			return 0, fmt.Errorf("kvcache: cache type %v is not supported (want one of %s)", t, TypeNames)
+		}
+		row, err := t.RowBytes(o.HeadDim)
+		if err != nil || o.HeadDim <= 0 {
+			return 0, fmt.Errorf("kvcache: cache type %s stores blocks of %d values: a head size of %d is not a multiple of it",
+				TypeName(t), t.BlockSize(), o.HeadDim)
+		}
+		total += int64(o.Layers) * int64(o.Cells) * int64(o.KVHeads) * int64(row)
+	}
+	if o.MaxBytes > 0 && total > o.MaxBytes {
+		return 0, fmt.Errorf("kvcache: %d cells of %d layers (K %s, V %s) need %d bytes (%.2f GiB), more than the %d bytes (%.2f GiB) available: lower -c or choose a smaller cache type",
+			o.Cells, o.Layers, TypeName(o.K), TypeName(o.V), total, float64(total)/(1<<30), o.MaxBytes, float64(o.MaxBytes)/(1<<30))
+	}
+	return total, nil
 }
 
 // Layout says where a sequence's cells may lie.
@@ -81,8 +130,11 @@ type Options struct {
 	Cells int
 	// Batch is the most tokens one Begin takes.
 	Batch int
-	// K and V are the element types of the key and value caches, F16 or F32.
+	// K and V are the element types of the key and value caches (Types).
 	K, V dtype.Type
+	// MaxBytes, when > 0, is the memory the caches may take: a larger
+	// cache is an error naming both figures, before anything is allocated.
+	MaxBytes int64
 	// Seqs is the number of sequence ids, 0…Seqs-1 (≤ 0: 1).
 	Seqs   int
 	Layout Layout
@@ -126,10 +178,8 @@ type segment struct{ row, cell, n int }
 
 // New allocates the cache on b.
 func New(b backend.Backend, o Options) (*Cache, error) {
-	for _, t := range []dtype.Type{o.K, o.V} {
-		if t != dtype.F16 && t != dtype.F32 {
-			return nil, fmt.Errorf("kvcache: cache type %v is not supported (want F16 or F32)", t)
-		}
+	if _, err := Size(o); err != nil {
+		return nil, err
 	}
 	if o.Seqs <= 0 {
 		o.Seqs = 1
@@ -189,8 +239,10 @@ func New(b backend.Backend, o Options) (*Cache, error) {
 
 // Bytes is the memory the K and V caches hold on their backend.
 func (c *Cache) Bytes() int64 {
-	per := int64(c.Cells) * int64(c.KVHeads*c.HeadDim)
-	return int64(len(c.k)) * per * int64(c.K.BlockBytes()+c.V.BlockBytes())
+	o := c.Options
+	o.MaxBytes = 0
+	n, _ := Size(o)
+	return n
 }
 
 // Context is the most cells one sequence can hold: every cell in a unified
@@ -439,4 +491,35 @@ func (c *Cache) Room(seq []int32) error {
 		}
 	}
 	return nil
+}
+
+// FlashModes are -fa's values (llama.cpp's --flash-attn spelling).
+const FlashModes = "on, off, auto"
+
+// Flash decides whether attention over caches of types k and v runs as
+// flash attention (backend.Attn.Flash), for the mode -fa names: "on",
+// "off", or "auto" ("" too), which is on exactly when a cache is neither
+// F32 nor F16 (the mul_mat graph takes only those) and off otherwise, so
+// that the default keeps the mul_mat graph's bits. A cache type that needs
+// flash attention with "off" is an error, as in llama.cpp ("V cache
+// quantization requires flash_attn").
+func Flash(mode string, k, v dtype.Type) (bool, error) {
+	needs := func(t dtype.Type) bool { return t != dtype.F32 && t != dtype.F16 }
+	switch strings.ToLower(mode) {
+	case "on", "1", "true":
+		return true, nil
+	case "", "auto":
+		return needs(k) || needs(v), nil
+	case "off", "0", "false":
+		for _, c := range []struct {
+			name string
+			t    dtype.Type
+		}{{"V", v}, {"K", k}} {
+			if needs(c.t) {
+				return false, fmt.Errorf("kvcache: a %s cache of type %s requires flash attention (-fa on or auto)", c.name, TypeName(c.t))
+			}
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("kvcache: flash attention %q: want one of %s", mode, FlashModes)
 }

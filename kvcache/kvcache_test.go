@@ -39,7 +39,9 @@ func TestTypes(t *testing.T) {
 		in   string
 		want dtype.Type
 		ok   bool
-	}{{"", dtype.F16, true}, {"f16", dtype.F16, true}, {"F32", dtype.F32, true}, {"q8_0", 0, false}, {"bf16", 0, false}} {
+	}{{"", dtype.F16, true}, {"f16", dtype.F16, true}, {"F32", dtype.F32, true}, {"q8_0", dtype.Q8_0, true}, {"bf16", dtype.BF16, true},
+		{"Q4_0", dtype.Q4_0, true}, {"q4_1", dtype.Q4_1, true}, {"q5_0", dtype.Q5_0, true}, {"q5_1", dtype.Q5_1, true},
+		{"iq4_nl", dtype.IQ4_NL, true}, {"q6_k", 0, false}, {"f64", 0, false}} {
 		got, err := kvcache.ParseType(c.in)
 		if (err == nil) != c.ok || c.ok && got != c.want {
 			t.Errorf("ParseType(%q) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
@@ -49,6 +51,9 @@ func TestTypes(t *testing.T) {
 	defer b.Close()
 	for _, o := range []kvcache.Options{
 		{Layers: 1, Cells: 4, Batch: 1, KVHeads: 1, HeadDim: 8, K: dtype.Q8_0, V: dtype.F16},
+		{Layers: 1, Cells: 4, Batch: 1, KVHeads: 1, HeadDim: 48, K: dtype.F16, V: dtype.IQ4_NL},
+		{Layers: 1, Cells: 4, Batch: 1, KVHeads: 1, HeadDim: 32, K: dtype.Q6_K, V: dtype.F16},
+		{Layers: 1, Cells: 1 << 20, Batch: 1, KVHeads: 8, HeadDim: 64, K: dtype.F16, V: dtype.F16, MaxBytes: 1 << 30},
 		{Layers: 1, Cells: 4, Batch: 1, KVHeads: 1, HeadDim: 8, K: dtype.F16, V: dtype.F16, Seqs: 65},
 		{Layers: 1, Cells: 4, Batch: 1, KVHeads: 1, HeadDim: 8, K: dtype.F16, V: dtype.F16, Seqs: 5, Layout: kvcache.PerStream},
 		{Layers: 1, Cells: 4, Batch: 0, KVHeads: 1, HeadDim: 8, K: dtype.F16, V: dtype.F16},
@@ -441,9 +446,11 @@ func TestShiftPlacement(t *testing.T) {
 // p+delta up to float32 rounding of the angles), with NeoX and adjacent
 // pairs, partial rotary dims and rope_freqs. In an F16 cache the shift is
 // llama.cpp's: the f16 keys widened, turned by delta, rounded back, bit
-// for bit. Values and unmoved cells do not change.
+// for bit; in a BF16 or quantised one likewise, the keys dequantised, turned
+// and quantised again as llama.cpp's cpy stores a cache row
+// (dtype.QuantizeCacheRow). Values and unmoved cells do not change.
 func TestShiftRotates(t *testing.T) {
-	for _, ct := range []dtype.Type{dtype.F32, dtype.F16} {
+	for _, ct := range append([]dtype.Type{dtype.F32, dtype.F16}, dtype.CacheTypes...) {
 		for _, neox := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/neox=%v", ct, neox), func(t *testing.T) {
 				testShiftRotates(t, ct, neox)
@@ -453,7 +460,7 @@ func TestShiftRotates(t *testing.T) {
 }
 
 func testShiftRotates(t *testing.T, ct dtype.Type, neox bool) {
-	const cells, batch, n, kvh, hd = 40, 8, 30, 2, 16
+	const cells, batch, n, kvh, hd = 40, 8, 30, 2, 32
 	const p0, delta = 7, -5 // positions 7…29 move to 2…24; 0…6 stay
 	b := cpu.New(2)
 	defer b.Close()
@@ -526,20 +533,28 @@ func testShiftRotates(t *testing.T, ct dtype.Type, neox bool) {
 	})
 	// The F16 cache's expectation: its stored keys (rounded) turned by
 	// delta on the backend and rounded again.
-	held := slices.Clone(stored)
+	// hold is what a cache of type ct keeps of the values v.
+	hold := func(v []float32) []float32 {
+		out := slices.Clone(v)
+		if ct != dtype.F32 {
+			raw := make([]byte, len(v)/ct.BlockSize()*ct.BlockBytes())
+			dtype.QuantizeCacheRow(ct, raw, v)
+			dtype.DequantizeRow(ct, out, raw)
+		}
+		return out
+	}
+	held := hold(stored)
 	var f16want []float32
-	if ct == dtype.F16 {
-		dtype.RoundActivations(dtype.F16, held, held)
+	if ct != dtype.F32 {
 		saved := x
 		x = held
-		f16want = rope(func(i int) int32 {
+		f16want = hold(rope(func(i int) int32 {
 			if i >= p0 {
 				return delta
 			}
 			return 0
-		})
+		}))
 		x = saved
-		dtype.RoundActivations(dtype.F16, f16want, f16want)
 	}
 	for il := range 2 {
 		kc, vc := c.Layer(il)
@@ -550,10 +565,7 @@ func testShiftRotates(t *testing.T, ct dtype.Type, neox bool) {
 		if err := b.ReadF32(vc, 0, gotV); err != nil {
 			t.Fatal(err)
 		}
-		wantV := slices.Clone(x)
-		if ct == dtype.F16 {
-			dtype.RoundActivations(dtype.F16, wantV, wantV)
-		}
+		wantV := hold(x)
 		if !slices.Equal(gotV, wantV) {
 			t.Fatalf("layer %d: the shift changed V", il)
 		}
@@ -561,7 +573,7 @@ func testShiftRotates(t *testing.T, ct dtype.Type, neox bool) {
 			switch {
 			case i < p0*row && got[i] != held[i]:
 				t.Fatalf("layer %d element %d of an unmoved cell: %v, was %v", il, i, got[i], held[i])
-			case ct == dtype.F16 && got[i] != f16want[i]:
+			case ct != dtype.F32 && got[i] != f16want[i]:
 				t.Fatalf("layer %d element %d: %v, want llama.cpp's %v", il, i, got[i], f16want[i])
 			case ct == dtype.F32 && math.Abs(float64(got[i]-recomputed[i])) > 1e-5:
 				t.Fatalf("layer %d element %d: shifted %v, recomputed %v (|Δ| %g > 1e-5)", il, i, got[i], recomputed[i], math.Abs(float64(got[i]-recomputed[i])))
@@ -666,4 +678,108 @@ func maps(a, b map[int32]float32) bool {
 		}
 	}
 	return true
+}
+
+// A quantised cache's state holds its values dequantised; loading it into
+// a cache of the same types gives back the same Q8_0 and Q4_0 blocks (their
+// scale is the largest value's, so requantising a dequantised row finds the
+// same scale and levels) and BF16 values exactly.
+func TestStateQuantized(t *testing.T) {
+	b := cpu.New(1)
+	defer b.Close()
+	const fp, heads, dim, n = 7, 2, 32, 6
+	row := heads * dim
+	for _, kv := range [][2]dtype.Type{{dtype.Q8_0, dtype.Q4_0}, {dtype.BF16, dtype.Q8_0}} {
+		o := kvcache.Options{Layers: 1, Cells: 16, Batch: 8, KVHeads: heads, HeadDim: dim, K: kv[0], V: kv[1], Seqs: 2}
+		c := newCache(t, b, o)
+		k, _ := b.Alloc(dtype.F32, 8, row)
+		v, _ := b.Alloc(dtype.F32, 8, row)
+		rng := rand.New(rand.NewPCG(1, 2))
+		x := make([]float32, n*row)
+		for i := range x {
+			x[i] = rng.Float32()*6 - 3
+		}
+		b.WriteF32(k, 0, x)
+		b.WriteF32(v, 0, x)
+		pos, seq := make([]int32, n), make([]int32, n)
+		for i := range pos {
+			pos[i] = int32(i)
+		}
+		if err := c.Begin(b, pos, seq); err != nil {
+			t.Fatal(err)
+		}
+		c.Store(b, 0, k, v, n)
+		state, err := c.State(b, 0, fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := b.Alloc(dtype.F32, 4, row)
+		if err := c.LoadState(b, 1, state, fp, rows); err != nil {
+			t.Fatal(err)
+		}
+		kc, vc := c.Layer(0)
+		for _, tt := range []backend.Tensor{kc, vc} {
+			all := make([]float32, 16*row)
+			if err := b.ReadF32(tt, 0, all); err != nil {
+				t.Fatal(err)
+			}
+			// Sequence 0 holds cells 0…n-1, sequence 1 the next n.
+			if !slices.Equal(all[:n*row], all[n*row:2*n*row]) {
+				t.Fatalf("%v/%v: a loaded state's values differ from the saved ones", kv[0], kv[1])
+			}
+			if slices.Equal(all[:n*row], x) {
+				t.Fatalf("%v/%v: the cache holds the F32 values unrounded", kv[0], kv[1])
+			}
+		}
+	}
+}
+
+// Size is llama.cpp's arithmetic of a cache's memory: a 32k context of the
+// Llama 3.2 1B shape (16 layers, 8 KV heads of 64) takes 1 GiB in f16 and
+// 17/32 of it (34 bytes per 32 values) in q8_0; q4_0 takes 9/32 (18 per 32).
+func TestSize(t *testing.T) {
+	o := kvcache.Options{Layers: 16, KVHeads: 8, HeadDim: 64, Cells: 32768, K: dtype.F16, V: dtype.F16}
+	f16, err := kvcache.Size(o)
+	if err != nil || f16 != 1<<30 {
+		t.Fatalf("f16: %d, %v; want 1 GiB", f16, err)
+	}
+	for _, c := range []struct {
+		t    dtype.Type
+		want int64
+	}{{dtype.Q8_0, 17 << 25}, {dtype.Q4_0, 9 << 25}, {dtype.BF16, 1 << 30}, {dtype.F32, 2 << 30}} {
+		o.K, o.V = c.t, c.t
+		if got, err := kvcache.Size(o); err != nil || got != c.want {
+			t.Errorf("%v: %d, %v; want %d", c.t, got, err, c.want)
+		}
+	}
+	o.K, o.V, o.MaxBytes = dtype.F16, dtype.F16, 1<<30-1
+	if _, err := kvcache.Size(o); err == nil {
+		t.Error("f16 over MaxBytes: no error")
+	}
+	o.K, o.V = dtype.Q8_0, dtype.Q8_0
+	if _, err := kvcache.Size(o); err != nil {
+		t.Errorf("q8_0 within MaxBytes: %v", err)
+	}
+}
+
+// Flash is -fa's rule: auto turns flash attention on for caches the mul_mat
+// graph cannot read; off with such a cache is an error naming it.
+func TestFlash(t *testing.T) {
+	for _, c := range []struct {
+		mode   string
+		k, v   dtype.Type
+		want   bool
+		wantOK bool
+	}{
+		{"auto", dtype.F16, dtype.F16, false, true}, {"", dtype.F32, dtype.F16, false, true},
+		{"auto", dtype.Q8_0, dtype.F16, true, true}, {"auto", dtype.F16, dtype.Q4_0, true, true},
+		{"on", dtype.F16, dtype.F16, true, true}, {"off", dtype.F16, dtype.F32, false, true},
+		{"off", dtype.F16, dtype.Q8_0, false, false}, {"off", dtype.BF16, dtype.F16, false, false},
+		{"maybe", dtype.F16, dtype.F16, false, false},
+	} {
+		got, err := kvcache.Flash(c.mode, c.k, c.v)
+		if got != c.want || (err == nil) != c.wantOK {
+			t.Errorf("Flash(%q, %v, %v) = %v, %v; want %v, ok %v", c.mode, c.k, c.v, got, err, c.want, c.wantOK)
+		}
+	}
 }

@@ -17,7 +17,13 @@ import (
 //	"GLKV", version u32, model fingerprint u64,
 //	layers, kv heads, head dim, K type, V type, cells: u32 each,
 //	the cells' positions: i32 each, ascending,
-//	per layer: K of every cell, then V (f16 or f32 values, as the types say).
+//	per layer: K of every cell, then V (f32, f16 or bf16 values, as the
+//	types say).
+//
+// A quantised cache's state holds its values dequantised, as f32 (the
+// header names F32), and loading requantises them: Q8_0 and Q4_0 blocks come
+// back as they were, the other block types to within one level of their
+// quantisation (their scales are refitted to the dequantised values).
 //
 // The fingerprint is the caller's (the model's identity); a state is
 // loaded only into a cache of the same shape under the same fingerprint.
@@ -48,12 +54,13 @@ func (c *Cache) State(b backend.Backend, seq int, fingerprint uint64) ([]byte, e
 	}
 	slices.SortStableFunc(cells, func(a, b int) int { return int(c.pos[a]) - int(c.pos[b]) })
 	kvCols := c.KVHeads * c.HeadDim
-	size := headerBytes + 4*len(cells) + len(c.k)*len(cells)*kvCols*(c.K.BlockBytes()+c.V.BlockBytes())
+	sk, sv := stateType(c.K), stateType(c.V)
+	size := headerBytes + 4*len(cells) + len(c.k)*len(cells)*kvCols*(sk.BlockBytes()+sv.BlockBytes())
 	out := make([]byte, 0, size)
 	out = append(out, stateMagic...)
 	out = binary.LittleEndian.AppendUint32(out, stateVersion)
 	out = binary.LittleEndian.AppendUint64(out, fingerprint)
-	for _, v := range []int{len(c.k), c.KVHeads, c.HeadDim, int(c.K), int(c.V), len(cells)} {
+	for _, v := range []int{len(c.k), c.KVHeads, c.HeadDim, int(sk), int(sv), len(cells)} {
 		out = binary.LittleEndian.AppendUint32(out, uint32(v))
 	}
 	for _, j := range cells {
@@ -64,7 +71,7 @@ func (c *Cache) State(b backend.Backend, seq int, fingerprint uint64) ([]byte, e
 		for _, pair := range []struct {
 			t  backend.Tensor
 			dt dtype.Type
-		}{{c.k[il], c.K}, {c.v[il], c.V}} {
+		}{{c.k[il], sk}, {c.v[il], sv}} {
 			for i := 0; i < len(cells); { // runs of consecutive cells
 				e := i + 1
 				for e < len(cells) && cells[e] == cells[e-1]+1 {
@@ -81,12 +88,25 @@ func (c *Cache) State(b backend.Backend, seq int, fingerprint uint64) ([]byte, e
 	return out, nil
 }
 
-// appendValues appends v in type dt (F32, or F16, which v holds exactly).
+// stateType is the type a cache of type t keeps its values in a state:
+// its own for the float types, F32 for the quantised ones.
+func stateType(t dtype.Type) dtype.Type {
+	if t.Quantized() {
+		return dtype.F32
+	}
+	return t
+}
+
+// appendValues appends v in type dt (F32, or F16 or BF16, which v holds
+// exactly).
 func appendValues(out []byte, dt dtype.Type, v []float32) []byte {
 	for _, x := range v {
-		if dt == dtype.F16 {
+		switch dt {
+		case dtype.F16:
 			out = binary.LittleEndian.AppendUint16(out, dtype.F32ToF16(x))
-		} else {
+		case dtype.BF16:
+			out = binary.LittleEndian.AppendUint16(out, dtype.F32ToBF16(x))
+		default:
 			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(x))
 		}
 	}
@@ -103,9 +123,9 @@ type stateHeader struct {
 
 // LoadState replaces sequence seq's cells with those of state, which State
 // made for a cache of the same shape under the same fingerprint (the cache
-// types may differ: values widen exactly, or round to f16). The cells go
-// where the slot search puts them; rows (F32 [_, kvHeads·headDim]) stages
-// values on their way into an F16 cache. A truncated, foreign or malformed
+// types may differ: values widen exactly, or round to the cache's type). The
+// cells go where the slot search puts them; rows (F32 [_, kvHeads·headDim])
+// stages values on their way into a cache that is not F32. A truncated, foreign or malformed
 // state is an error wrapping ErrState, and leaves the sequence as it was.
 func (c *Cache) LoadState(b backend.Backend, seq int, state []byte, fingerprint uint64, rows backend.Tensor) error {
 	if err := c.checkSeq(seq); err != nil {
@@ -189,8 +209,8 @@ func (c *Cache) parseHeader(state []byte, fingerprint uint64) (stateHeader, erro
 			ErrState, h.layers, h.kvHeads, h.headDim, len(c.k), c.KVHeads, c.HeadDim)
 	}
 	for _, t := range []dtype.Type{h.k, h.v} {
-		if t != dtype.F16 && t != dtype.F32 {
-			return h, fmt.Errorf("kvcache: %w: cache type %v", ErrState, t)
+		if t != dtype.F16 && t != dtype.F32 && t != dtype.BF16 {
+			return h, fmt.Errorf("kvcache: %w: value type %v", ErrState, t)
 		}
 	}
 	kvCols := c.KVHeads * c.HeadDim
@@ -212,10 +232,14 @@ func (c *Cache) parseHeader(state []byte, fingerprint uint64) (stateHeader, erro
 // after them.
 func readValues(v []float32, dt dtype.Type, state []byte, off int) int {
 	for i := range v {
-		if dt == dtype.F16 {
+		switch dt {
+		case dtype.F16:
 			v[i] = dtype.F16ToF32(binary.LittleEndian.Uint16(state[off:]))
 			off += 2
-		} else {
+		case dtype.BF16:
+			v[i] = dtype.BF16ToF32(binary.LittleEndian.Uint16(state[off:]))
+			off += 2
+		default:
 			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(state[off:]))
 			off += 4
 		}
@@ -224,7 +248,8 @@ func readValues(v []float32, dt dtype.Type, state []byte, off int) int {
 }
 
 // writeCells writes row i of vals into cell cells[i] of t (of type dt):
-// directly into an F32 cache, through rows into an F16 one.
+// directly into an F32 cache, through rows into any other (CopySlice rounds
+// or quantises).
 func (c *Cache) writeCells(b backend.Backend, t backend.Tensor, dt dtype.Type, cells []int, vals []float32, rows backend.Tensor) error {
 	kvCols := c.KVHeads * c.HeadDim
 	for i := 0; i < len(cells); {

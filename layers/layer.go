@@ -61,6 +61,8 @@ type State struct {
 	// (Model.Verify): the matmuls by MatMulDecode, attention through a view
 	// with KVView.Decode.
 	Decode bool
+	// Flash: attention runs as flash attention (backend.Attn.Flash).
+	Flash bool
 }
 
 // Forward runs layer il over the n tokens of the batch the cache has begun
@@ -172,7 +174,7 @@ func (s *State) linear(dst, x, w, bias backend.Tensor, n int) {
 func (s *State) attend(il, n int) {
 	c := &s.C
 	kc, vc := s.KV.Layer(il)
-	a := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim, Scale: invSqrt(c.HeadDim), SoftCap: c.AttnSoftCap}
+	a := backend.Attn{Heads: c.NHead, KVHeads: c.NHeadKV, HeadDim: c.HeadDim, Scale: invSqrt(c.HeadDim), SoftCap: c.AttnSoftCap, Flash: s.Flash}
 	if c.QueryScale > 0 {
 		a.Scale = 1
 	}

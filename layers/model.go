@@ -66,9 +66,15 @@ type Options struct {
 	// MaxOutputs is the most tokens of one Decode whose logits are computed
 	// (≤ 0: max(Seqs, 8); at most Batch).
 	MaxOutputs int
-	// CacheK and CacheV are the KV-cache element types, F16 or F32 (the zero
-	// value); glint.Open defaults to F16, as llama.cpp does.
+	// CacheK and CacheV are the KV-cache element types (kvcache.Types; the
+	// zero value is F32); glint.Open defaults to F16, as llama.cpp does.
 	CacheK, CacheV dtype.Type
+	// Flash runs attention as flash attention (backend.Attn.Flash), which
+	// caches other than F32 and F16 need (kvcache.Flash decides it).
+	Flash bool
+	// MaxCacheBytes, when > 0, is the memory the KV cache may take; a larger
+	// one is an error naming both figures (kvcache.Options.MaxBytes).
+	MaxCacheBytes int64
 	// Progress, when set, is told the weight bytes loaded so far.
 	Progress func(done, total int64)
 }
@@ -99,6 +105,17 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		o.MaxOutputs = max(o.Seqs, 8)
 	}
 	o.MaxOutputs = min(o.MaxOutputs, o.Batch)
+	kvo := kvcache.Options{Layers: c.NLayer, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
+		Cells: o.Context, Batch: o.Batch, K: o.CacheK, V: o.CacheV, Seqs: o.Seqs, Layout: o.Layout, MaxBytes: o.MaxCacheBytes}
+	// The cache's types and size are checked before any weight loads.
+	if _, err := kvcache.Size(kvo); err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
+	}
+	if !o.Flash {
+		if _, err := kvcache.Flash("off", o.CacheK, o.CacheV); err != nil {
+			return nil, fmt.Errorf("layers: %w", err)
+		}
+	}
 	m := &Model{Layers: make([]Layer, c.NLayer),
 		ids: make([]int32, o.Batch), pos: make([]int32, o.Batch), seq: make([]int32, o.Batch)}
 	refs := c.Weights(o.Context)
@@ -160,14 +177,13 @@ func Load(b backend.Backend, c model.Config, src model.Source, o Options) (*Mode
 		m.free(b)
 		return nil, err
 	}
-	kv, err := kvcache.New(b, kvcache.Options{Layers: c.NLayer, KVHeads: c.NHeadKV, HeadDim: c.HeadDim,
-		Cells: o.Context, Batch: o.Batch, K: o.CacheK, V: o.CacheV, Seqs: o.Seqs, Layout: o.Layout})
+	kv, err := kvcache.New(b, kvo)
 	if err != nil {
 		ws.Free(b)
 		m.free(b)
 		return nil, fmt.Errorf("layers: %w", err)
 	}
-	m.s = State{B: b, C: c, WS: ws, KV: kv}
+	m.s = State{B: b, C: c, WS: ws, KV: kv, Flash: o.Flash}
 	for il := range c.NLayer {
 		m.s.Ropes = append(m.s.Ropes, backend.Rope{Dims: c.RopeDims, Theta: c.LayerRopeTheta(il), Freqs: m.RopeFreqs, NeoX: c.RopeNeoX,
 			FreqScale: c.LayerRopeFreqScale(il), AttnFactor: c.RopeAttnFactor})

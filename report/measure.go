@@ -32,6 +32,7 @@ type Job struct {
 	Context    int              `json:"context,omitempty"`
 	CacheTypeK string           `json:"cache_type_k,omitempty"`
 	CacheTypeV string           `json:"cache_type_v,omitempty"`
+	FlashAttn  string           `json:"flash_attn,omitempty"`
 	OrtLib     string           `json:"ort_lib,omitempty"`
 	Profile    bool             `json:"profile,omitempty"`
 }
@@ -82,7 +83,7 @@ func Measure(j Job) (res Backend) {
 	var prof *backend.ProfiledBackend
 	opts := glint.Options{
 		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Tune: j.Tune, Context: j.Context, OrtLib: j.OrtLib,
-		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV, Numerics: j.Numerics,
+		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV, FlashAttn: j.FlashAttn, Numerics: j.Numerics,
 		Wrap: func(b backend.Backend) backend.Backend {
 			made = true
 			if !j.Profile {
@@ -105,6 +106,7 @@ func Measure(j Job) (res Backend) {
 	defer m.Close()
 	res.LoadUs = m.LoadTime.Microseconds()
 	res.Device = deviceName(m)
+	res.KVCacheBytes = m.KVCacheBytes
 
 	prompt := j.PromptIDs
 	if len(prompt) == 0 {

@@ -55,6 +55,7 @@ type Settings struct {
 	Context    int     `json:"context"`
 	CacheTypeK string  `json:"cache_type_k"`
 	CacheTypeV string  `json:"cache_type_v"`
+	FlashAttn  string  `json:"flash_attn,omitempty"`
 	Sampling   string  `json:"sampling"`
 	IgnoreEOS  bool    `json:"ignore_eos"`
 	Profile    bool    `json:"profile"`
@@ -69,6 +70,9 @@ type Backend struct {
 	Reason string    `json:"reason,omitempty"`
 	Device string    `json:"device,omitempty"`
 	Model  ModelInfo `json:"model"`
+	// KVCacheBytes is the memory the KV cache takes (its K and V of every
+	// layer, at the run's context and cache types).
+	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
 
 	PromptTokens int `json:"prompt_tokens"`
 	NPredict     int `json:"n_predict"`

@@ -43,7 +43,9 @@ type Options struct {
 	Context  int // KV-cache length (0: the model's trained context)
 	// CacheTypeK and CacheTypeV are the KV-cache types ("": f16).
 	CacheTypeK, CacheTypeV string
-	OrtLib                 string
+	// FlashAttn is -fa: on, off or auto ("": auto).
+	FlashAttn string
+	OrtLib    string
 	// Profile adds Runs more runs per backend with per-op timing
 	// (backend.Profiled), kept apart from the timed runs.
 	Profile bool
@@ -102,7 +104,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		Settings: Settings{
 			Prompt: o.Prompt, PromptIDs: o.PromptIDs, NPredict: o.N, Runs: o.Runs, WarmupRuns: 1,
 			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV,
-			Sampling: "greedy", IgnoreEOS: true, Profile: o.Profile,
+			FlashAttn: o.FlashAttn, Sampling: "greedy", IgnoreEOS: true, Profile: o.Profile,
 		},
 	}
 	infos := map[string]ModelInfo{}
@@ -137,7 +139,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		}
 		b = run(ctx, Job{
 			Backend: name, Model: path, Prompt: o.Prompt, PromptIDs: o.PromptIDs, N: o.N, Runs: o.Runs,
-			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, OrtLib: o.OrtLib, Profile: o.Profile,
+			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, FlashAttn: o.FlashAttn, OrtLib: o.OrtLib, Profile: o.Profile,
 			Numerics: o.Numerics,
 		})
 		b.Backend, b.Model = name, info

@@ -52,6 +52,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"AttentionF16", testAttentionF16},
 		{"AttentionViews", testAttentionViews},
 		{"AttentionDecode", testAttentionDecode},
+		{"AttentionCacheTypes", testAttentionCacheTypes},
 		{"Argmax", testArgmax},
 		{"RMSNormPerHead", testRMSNormPerHead},
 		{"LayerNorm", testLayerNorm},
@@ -655,6 +656,8 @@ type attnCase struct {
 	softCap            float32
 	window             int
 	kt, vt             dtype.Type
+	flash              bool // backend.Attn.Flash: refFlash is the reference
+	unitScale          bool // Scale 1 in place of 1/√hd
 }
 
 // run runs c against refAttention: random q (wide, so some heads' softmax is
@@ -678,8 +681,8 @@ func (h *harness) runAttention(c attnCase) {
 		}
 	}
 	q := randF32(h.rng, (n+1)*cols, -3, 3)
-	kt, k := h.halfCache(c.kt, h.fillCache(c.cells, kvCols, func(j int) bool { return seen[j] }), c.cells, c.kvHeads, c.hd)
-	vt, v := h.halfCache(c.vt, h.fillCache(c.cells, kvCols, func(j int) bool { return seen[j] }), c.cells, c.kvHeads, c.hd)
+	kt, k, kMins := h.cacheOf(c.kt, h.fillCache(c.cells, kvCols, func(j int) bool { return seen[j] }), c.cells, c.kvHeads, c.hd)
+	vt, v, _ := h.cacheOf(c.vt, h.fillCache(c.cells, kvCols, func(j int) bool { return seen[j] }), c.cells, c.kvHeads, c.hd)
 	qt := h.f32(q, n+1, cols)
 	out := h.f32(sentinel((n+1)*cols), n+1, cols)
 	kv, err := c.view.Upload(h.be)
@@ -687,19 +690,28 @@ func (h *harness) runAttention(c attnCase) {
 		h.t.Fatal(err)
 	}
 	a := backend.Attn{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
-		SoftCap: c.softCap, Window: c.window}
+		SoftCap: c.softCap, Window: c.window, Flash: c.flash}
+	if c.unitScale {
+		a.Scale = 1
+	}
 	h.be.Attention(out, qt, kt, vt, n, kv, a)
 	got := h.read(out)
-	want, mag, big := refAttention(q, k, v, n, c.heads, c.kvHeads, c.hd, a.Scale, c.softCap,
-		func(i int) []int { return visible[i] }, c.kt == dtype.F16, c.vt == dtype.F16)
-	name := fmt.Sprintf("%s: n=%d heads %d/%d headDim %d K %v V %v", c.name, n, c.heads, c.kvHeads, c.hd, c.kt, c.vt)
-	near(h.t, name, got[:n*cols], want, func(i int) float64 {
-		tol := attnTol * mag[i]
-		if c.vt == dtype.F16 {
-			tol += 0x1p-10 * big[i]
-		}
-		return tol
-	})
+	name := fmt.Sprintf("%s: n=%d heads %d/%d headDim %d K %v V %v flash %v", c.name, n, c.heads, c.kvHeads, c.hd, c.kt, c.vt, c.flash)
+	if c.flash {
+		want, mag, sens, acc := refFlash(q, k, v, kMins, n, c.heads, c.kvHeads, c.hd, c.kt, c.vt, a.Scale, c.softCap,
+			func(i int) []int { return visible[i] })
+		near(h.t, name, got[:n*cols], want, func(i int) float64 { return attnTol*mag[i] + sens[i] + acc[i] })
+	} else {
+		want, mag, big := refAttention(q, k, v, n, c.heads, c.kvHeads, c.hd, a.Scale, c.softCap,
+			func(i int) []int { return visible[i] }, c.kt == dtype.F16, c.vt == dtype.F16)
+		near(h.t, name, got[:n*cols], want, func(i int) float64 {
+			tol := attnTol * mag[i]
+			if c.vt == dtype.F16 {
+				tol += 0x1p-10 * big[i]
+			}
+			return tol
+		})
+	}
 	exact(h.t, name+" row past n", got[n*cols:], sentinel(cols))
 	for _, t := range []backend.Tensor{qt, kt, vt, out, kv.Rows, kv.Cells} {
 		h.be.Free(t)

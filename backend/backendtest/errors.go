@@ -95,6 +95,25 @@ func testErrors(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"CopySlice past end", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 250, k.x, 0, 10) }},
 		{"CopySlice source past end", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 0, k.x, 190, 10) }},
 		{"CopySlice type", func(be backend.Backend, k *kit) { be.CopySlice(k.cache, 0, k.ids, 0, 1) }},
+		{"CopySlice into a block type mid-block", func(be backend.Backend, k *kit) {
+			c, _ := be.Alloc(dtype.Q8_0, 8, 1, 32)
+			be.CopySlice(c, 16, k.x, 0, 32)
+		}},
+		{"CopySlice between block types", func(be backend.Backend, k *kit) {
+			a, _ := be.Alloc(dtype.Q8_0, 8, 1, 32)
+			b, _ := be.Alloc(dtype.Q4_0, 8, 1, 32)
+			be.CopySlice(a, 0, b, 0, 32)
+		}},
+		{"Attention quantised V without flash", func(be backend.Backend, k *kit) {
+			kc, _ := be.Alloc(dtype.F16, 8, 1, 32)
+			vc, _ := be.Alloc(dtype.Q8_0, 8, 1, 32)
+			be.Attention(k.y, k.q, kc, vc, 1, k.view, backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 32, Scale: 0.25})
+		}},
+		{"Attention quantised K without flash", func(be backend.Backend, k *kit) {
+			kc, _ := be.Alloc(dtype.Q4_0, 8, 1, 32)
+			vc, _ := be.Alloc(dtype.F16, 8, 1, 32)
+			be.Attention(k.y, k.q, kc, vc, 1, k.view, backend.Attn{Heads: 2, KVHeads: 1, HeadDim: 32, Scale: 0.25})
+		}},
 		{"Attention heads not multiple of kv heads", func(be backend.Backend, k *kit) {
 			be.Attention(k.y, k.q, k.cache, k.cache, 1, k.view, backend.Attn{Heads: 3, KVHeads: 2, HeadDim: 16, Scale: 0.25})
 		}},

@@ -17,8 +17,8 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	}
 	o := b.tensor(op, "out", out, dtype.F32)
 	qt := b.tensor(op, "q", q, dtype.F32)
-	kt := b.cacheTensor(op, "k", k)
-	vt := b.cacheTensor(op, "v", v)
+	kt := b.cacheTensor(op, "k", k, a.Flash)
+	vt := b.cacheTensor(op, "v", v, a.Flash)
 	rt := b.tensor(op, "kv.Rows", kv.Rows, dtype.I32)
 	ct := b.tensor(op, "kv.Cells", kv.Cells, dtype.I32)
 	if o == nil || qt == nil || kt == nil || vt == nil || rt == nil || ct == nil ||
@@ -41,7 +41,7 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	}
 	ke, ve := backend.Elems(kt.shape), backend.Elems(vt.shape)
 	cells := ke / kvCols
-	if ke%kvCols != 0 || ve != ke {
+	if ke%kvCols != 0 || ve != ke || headDim%kt.dt.BlockSize() != 0 || headDim%vt.dt.BlockSize() != 0 {
 		b.fail(backend.ShapeError("cpu: "+op, "k %v, v %v: want equal caches of [_, %d, %d]", kt.shape, vt.shape, kvHeads, headDim))
 		return
 	}
@@ -66,6 +66,10 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		}
 	}
 	if n == 0 {
+		return
+	}
+	if a.Flash {
+		b.flashAttention(o, qt, kt, vt, n, a, rows, ct.i32[:3*kv.Hi])
 		return
 	}
 	var batched uint64 // kv.Decode: every row a decode step's
@@ -119,15 +123,20 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 	b.pool.run()
 }
 
-// cacheTensor resolves a K or V cache, which is F32 or F16.
-func (b *Backend) cacheTensor(op, arg string, t backend.Tensor) *Tensor {
+// cacheTensor resolves a K or V cache: F32 or F16, or with flash attention
+// a cache type (dtype.CacheTypes), which the mul_mat graph does not take.
+func (b *Backend) cacheTensor(op, arg string, t backend.Tensor, flash bool) *Tensor {
 	ct, err := b.own(op, arg, t)
 	if err != nil {
 		b.fail(err)
 		return nil
 	}
-	if ct.dt != dtype.F32 && ct.dt != dtype.F16 {
-		b.fail(backend.ShapeError("cpu: "+op, "%s is %v, want F32 or F16", arg, ct.dt))
+	if ct.dt != dtype.F32 && ct.dt != dtype.F16 && !(flash && cacheType(ct.dt)) {
+		if cacheType(ct.dt) {
+			b.fail(backend.ShapeError("cpu: "+op, "%s is %v: a %v cache needs flash attention (Attn.Flash)", arg, ct.dt, ct.dt))
+		} else {
+			b.fail(backend.ShapeError("cpu: "+op, "%s is %v, want F32, F16 or, with flash attention, a cache type", arg, ct.dt))
+		}
 		return nil
 	}
 	return ct

@@ -54,6 +54,8 @@ type Backend struct {
 	// Per-thread scratch, grown on demand and then reused, so that ops stay
 	// allocation-free once the largest shapes have been seen.
 	scratch []scratch
+	// flash is the per-thread working memory of flash attention (flash.go).
+	flash []flashScratch
 	// ropeCS holds cos/sin of one token's rotation angles.
 	ropeCS []float32
 	// rowBuf holds one weight row gathered from an interleaved weight (row).

@@ -305,7 +305,14 @@ func (b *Backend) CopySlice(dst backend.Tensor, dstOff int, src backend.Tensor, 
 	dn, sn := backend.Elems(d.shape), backend.Elems(s.shape)
 	toHalf := d.dt == dtype.F16 && s.dt == dtype.F32
 	fromHalf := d.dt == dtype.F32 && s.dt == dtype.F16
-	if d.dt != s.dt && !toHalf && !fromHalf || d.dt.Quantized() || count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff {
+	bad := count < 0 || dstOff < 0 || srcOff < 0 || count > dn-dstOff || count > sn-srcOff
+	if !bad && d.dt != s.dt && (cacheType(d.dt) || cacheType(s.dt)) {
+		if !b.copyCache(d, dstOff, s, srcOff, count) {
+			b.fail(backend.ShapeError("cpu: "+op, "%d elements from %v %v at %d to %v %v at %d: want F32 to or from a cache type, in whole blocks", count, s.dt, s.shape, srcOff, d.dt, d.shape, dstOff))
+		}
+		return
+	}
+	if d.dt != s.dt && !toHalf && !fromHalf || d.dt.Quantized() || bad {
 		b.fail(backend.ShapeError("cpu: "+op, "%d elements from %v %v at %d to %v %v at %d", count, s.dt, s.shape, srcOff, d.dt, d.shape, dstOff))
 		return
 	}

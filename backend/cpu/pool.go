@@ -23,6 +23,7 @@ const (
 	kQuantize
 	kCopyBytes
 	kInterleave
+	kFunc // fn: ops of their own file (flash attention, cache copies)
 )
 
 // task is the op in flight: its arguments and a shared cursor from which
@@ -61,6 +62,12 @@ type task struct {
 	batched                          uint64 // the sequences with more than one row
 	window                           int
 	scale, softCap                   float32
+
+	// kFunc: a top-level function (no closure, so no allocation) and its
+	// operands.
+	fn func(b *Backend, t *task, id, lo, hi int)
+	fa *flashTask
+	cc *cacheCopy
 }
 
 // pool runs a task on the caller plus threads-1 persistent goroutines. A
@@ -260,6 +267,8 @@ func (b *Backend) work(t *task, id int) {
 			copy(t.out[lo:hi], t.w[lo:hi])
 		case kInterleave:
 			interleaveQ4_0(t.out, t.w, t.k, lo, hi)
+		case kFunc:
+			t.fn(b, t, id, lo, hi)
 		}
 	}
 }

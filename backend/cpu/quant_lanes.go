@@ -89,6 +89,9 @@ func dot32Lanes(dt dtype.Type, a *acts, i, k int, w []byte, prefill bool) float3
 	var l dtype.Levels
 	var acc [2][8]float32
 	var summs float32
+	var tailD float32 // an odd last block's scale and sum (pairs)
+	var tailS int32
+	hasTail := false
 	pairs := dt == dtype.IQ4_NL && !prefill
 	for b := range nb {
 		l.Unpack(dt, w[b*bb:(b+1)*bb])
@@ -99,9 +102,10 @@ func dot32Lanes(dt dtype.Type, a *acts, i, k int, w []byte, prefill bool) float3
 		}
 		d := float32(l.D * xd[b])
 		if pairs && b == nb-1 && nb%2 == 1 {
-			// ggml's scalar tail for an odd last block.
-			s := lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7]
-			summs = fmaf(d, float32(s), summs)
+			// ggml's scalar tail for an odd last block, sumf += d·s after
+			// the reduction, which gcc fuses (checked bit for bit against
+			// ggml_flash_attn_ext over IQ4_NL keys of 96).
+			tailD, tailS, hasTail = d, lane[0]+lane[1]+lane[2]+lane[3]+lane[4]+lane[5]+lane[6]+lane[7], true
 			continue
 		}
 		if dt.ActivationType() == dtype.Q8_1 {
@@ -117,6 +121,9 @@ func dot32Lanes(dt dtype.Type, a *acts, i, k int, w []byte, prefill bool) float3
 	}
 	for j := range 8 {
 		acc[0][j] += acc[1][j]
+	}
+	if hasTail {
+		return fmaf(tailD, float32(tailS), hsum8(acc[0]))
 	}
 	return hsum8(acc[0]) + summs
 }

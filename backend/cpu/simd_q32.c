@@ -136,15 +136,16 @@ INLINE A3 __m256i bdot_iq4nl_vnni(__m256i c, const uint8_t *p, __m256i x) {
 // term corr, mn whether the weights have a min (Q4_1, Q5_1: f16 m after d),
 // whose m·s (s the Q8_1 block sum) goes by fmaf into a scalar added after
 // the reduction. With pairs (IQ4_NL decode: T = 1), even blocks go to one
-// set of lanes and odd ones to another, and an odd last block is added by
-// one scalar fmaf of its total, as ggml_vec_dot_iq4_nl_q8_0 does. pf: on
+// set of lanes and odd ones to another, and an odd last block is added to
+// the reduction by one scalar fmaf of its total, as ggml_vec_dot_iq4_nl_q8_0
+// does (sumf += d·s, fused). pf: on
 // the first tile of tokens over these rows, the rows a pass reads
 // (QMATMATX's R0), whose next pass it prefetches (pf_pass); else 0.
 #define QTILEX(name, attr, bdot, corr, bb, usec, mn)                                                          \
 	INLINE attr void name(int R, int T, int pairs, int pf, const int8_t *q, const float *xd, const float *xs, \
 	                      int k, const uint8_t *w, size_t rowBytes, float *dst, int m) {                     \
 		__m256 acc[16], acc2[4];                                                                              \
-		float summs[16];                                                                                      \
+		float summs[16], td[4] = {0}, ts[4] = {0};                                                            \
 		for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps(), summs[i] = 0;                              \
 		for (int i = 0; i < 4; i++) acc2[i] = _mm256_setzero_ps();                                            \
 		int nb = k / 32, nbl = pairs ? nb & ~1 : nb;                                                          \
@@ -181,12 +182,16 @@ INLINE A3 __m256i bdot_iq4nl_vnni(__m256i c, const uint8_t *p, __m256i x) {
 			__m256i c = usec ? corr(xv) : _mm256_setzero_si256();                                             \
 			for (int r = 0; r < R; r++) {                                                                     \
 				const uint8_t *p = w + r * rowBytes + (size_t)b * bb;                                         \
-				summs[4 * r] = fma1(f16tab[le16(p)] * xd[b], (float)hsum8i(bdot(c, p, xv)), summs[4 * r]);     \
+				td[r] = f16tab[le16(p)] * xd[b], ts[r] = (float)hsum8i(bdot(c, p, xv));                        \
 			}                                                                                                 \
 		}                                                                                                     \
 		for (int r = 0; r < R; r++) {                                                                         \
 			if (pairs) acc[4 * r] = _mm256_add_ps(acc[4 * r], acc2[r]);                                       \
-			for (int t = 0; t < T; t++) dst[(size_t)t * m + r] = hsum8(acc[4 * r + t]) + summs[4 * r + t];    \
+			for (int t = 0; t < T; t++) {                                                                     \
+				float h = hsum8(acc[4 * r + t]);                                                              \
+				if (pairs) h = fma1(td[r], ts[r], h);                                                         \
+				dst[(size_t)t * m + r] = h + summs[4 * r + t];                                                \
+			}                                                                                                 \
 		}                                                                                                     \
 	}
 
@@ -404,7 +409,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 	const __m512i off = _mm512_set1_epi8(ty == T_Q5_0 ? 16 : ty == T_Q4_0 ? 8 : (char)0x80);
 	__m256 acc[4];
 	__m512 accz[4];
-	float summs[4];
+	float summs[4], td[4] = {0}, ts[4] = {0};
 	for (int r = 0; r < 4; r++) {
 		acc[r] = _mm256_setzero_ps();
 		accz[r] = _mm512_setzero_ps();
@@ -464,7 +469,7 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 			default: dp = bdot_iq4nl_vnni(x, p, x); break;
 			}
 			if (pairs) {
-				summs[r] = fma1(d, (float)hsum8i(dp), summs[r]);
+				td[r] = d, ts[r] = (float)hsum8i(dp);
 			} else {
 				acc[r] = lane_fma(d, dp, acc[r]);
 			}
@@ -478,7 +483,9 @@ INLINE A3 void q32_decode_rows(int ty, int R, const int8_t *q, const float *xd, 
 		if (pairs) {
 			v = _mm256_add_ps(_mm512_castps512_ps256(accz[r]), _mm512_extractf32x8_ps(accz[r], 1));
 		}
-		out[r] = hsum8(v) + summs[r];
+		float h = hsum8(v);
+		if (pairs) h = fma1(td[r], ts[r], h);
+		out[r] = h + summs[r];
 	}
 }
 

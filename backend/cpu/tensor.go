@@ -177,6 +177,16 @@ func (b *Backend) ReadF32(t backend.Tensor, off int, dst []float32) error {
 		}
 		return nil
 	}
+	if ct, ok := t.(*Tensor); ok && ct != nil && cacheType(ct.dt) {
+		// A BF16 or quantised cache: its values dequantised.
+		if b.closed {
+			return fmt.Errorf("cpu: ReadF32: %w", errClosed)
+		}
+		if _, err := b.own("ReadF32", "tensor", t); err != nil {
+			return err
+		}
+		return readCache(ct, off, dst)
+	}
 	ct, err := b.hostRange("ReadF32", t, dtype.F32, off, len(dst))
 	if err != nil {
 		return err

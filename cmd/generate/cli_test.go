@@ -168,7 +168,10 @@ func TestBadInput(t *testing.T) {
 		{"missing ONNX library", []string{"-b", "onnx", "-m", shared.Models(t, "onnx-genai-test/tiny-random-gpt2-fp32"), "--ort-lib", filepath.Join(dir, "libnope.so"), "-p", "x"}, "make onnxruntime"},
 		{"unknown OpenCL tuning", []string{"-m", write("ok5.gguf", good), "-b", "opencl", "--tune", "gemm=100", "-p", "x"}, "gemm=100"},
 		{"unknown backend", []string{"-m", write("ok3.gguf", good), "-b", "cuda", "-p", "x"}, "cuda"},
-		{"unknown cache type", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-p", "x"}, `cache type "q8_0" is not supported`},
+		{"unknown cache type", []string{"-m", write("ok4.gguf", good), "-ctv", "q6_k", "-p", "x"}, `cache type "q6_k" is not supported`},
+		{"block cache type on heads of 16", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-p", "x"}, "a head size of 16 is not a multiple of it"},
+		{"quantised V without flash attention", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-fa", "off", "-p", "x"}, "requires flash attention"},
+		{"unknown flash attention mode", []string{"-m", write("ok4.gguf", good), "-fa", "maybe", "-p", "x"}, `flash attention "maybe"`},
 		{"bad prompt ids", []string{"-m", write("ok4.gguf", good), "--prompt-ids", "1,x"}, "x"},
 	}
 	for _, tc := range cases {

@@ -14,6 +14,7 @@ import (
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/internal/peer"
+	"github.com/glint-llm/glint/kvcache"
 	"github.com/glint-llm/glint/sample"
 )
 
@@ -180,11 +181,20 @@ func runParity(c *cli.Context) error {
 // are within --tol-llamacpp and the argmaxes agree except at near-ties
 // (gap < 0.05).
 func parityPeer(c *cli.Context, dir string, prompt, fed []int32, rows [][]float32, name string) (bool, error) {
-	ct := c.String("cache-type-k")
-	if cv := c.String("cache-type-v"); cv != ct {
-		return false, fmt.Errorf("--llamacpp: refgen-greedy takes one cache type; -ctk %s and -ctv %s differ", ct, cv)
+	ctk, ctv := c.String("cache-type-k"), c.String("cache-type-v")
+	k, err := kvcache.ParseType(ctk)
+	if err != nil {
+		return false, err
 	}
-	ref, err := peer.Forced(dir, c.String("model"), prompt, fed, ct, len(rows[0]))
+	v, err := kvcache.ParseType(ctv)
+	if err != nil {
+		return false, err
+	}
+	flash, err := kvcache.Flash(c.String("flash-attn"), k, v)
+	if err != nil {
+		return false, err
+	}
+	ref, err := peer.Forced(dir, c.String("model"), prompt, fed, peer.KV{K: ctk, V: ctv, Flash: flash}, len(rows[0]))
 	if err != nil {
 		return false, err
 	}
@@ -215,7 +225,7 @@ func parityPeer(c *cli.Context, dir string, prompt, fed []int32, rows [][]float3
 	if within < 0.95 {
 		ok = false
 	}
-	fmt.Printf("llama.cpp (%s KV cache): %.0f%% of %d steps within %g (95%% needed), worst %.3g, mean shift %+.2g, %d near-tie flips\n",
-		ct, 100*within, len(steps), tol, worst, shift, flips)
+	fmt.Printf("llama.cpp (%s/%s KV cache, flash attention %v): %.0f%% of %d steps within %g (95%% needed), worst %.3g, mean shift %+.2g, %d near-tie flips\n",
+		ctk, ctv, flash, 100*within, len(steps), tol, worst, shift, flips)
 	return ok, nil
 }

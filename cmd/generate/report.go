@@ -41,7 +41,7 @@ func reportCommand() *cli.Command {
 			&cli.StringFlag{Name: "device", Usage: "OpenCL device: index or name substring"},
 			tuneFlag(),
 			&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
-			cacheTypeFlag("k"), cacheTypeFlag("v"),
+			cacheTypeFlag("k"), cacheTypeFlag("v"), flashAttnFlag(),
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
 			&cli.BoolFlag{Name: "profile", Usage: "also time each op kind, in as many extra runs (second table; ops are synchronised one by one, except on OpenCL, which times its launches on the device, fused ones by name)"},
 			&cli.BoolFlag{Name: workerFlag, Hidden: true, Usage: "internal: measure the job on stdin, write JSON to stdout"},
@@ -93,7 +93,7 @@ func runReport(c *cli.Context) error {
 	o := report.Options{
 		Models: models, Prompt: c.String("prompt"), N: c.Int("n-predict"), Runs: c.Int("runs"),
 		Threads: c.Int("threads"), Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"),
-		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
+		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"), FlashAttn: c.String("flash-attn"),
 		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"),
 		Numerics: numerics.FromEnv(), // as loadOpts
 	}

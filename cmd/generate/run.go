@@ -17,6 +17,7 @@ import (
 	"github.com/glint-llm/glint"
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/grammar"
+	"github.com/glint-llm/glint/kvcache"
 	"github.com/glint-llm/glint/numerics"
 	"github.com/glint-llm/glint/sample"
 )
@@ -31,7 +32,7 @@ func modelFlags() []cli.Flag {
 		tuneFlag(),
 		&cli.IntFlag{Name: "ctx-size", Aliases: []string{"c"}, Value: 4096, Usage: "context size in tokens (0: the model's)"},
 		&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
-		cacheTypeFlag("k"), cacheTypeFlag("v"),
+		cacheTypeFlag("k"), cacheTypeFlag("v"), flashAttnFlag(),
 	}
 }
 
@@ -44,7 +45,14 @@ func tuneFlag() cli.Flag {
 // cacheTypeFlag is --cache-type-k or -v (-ctk, -ctv), as llama.cpp names them.
 func cacheTypeFlag(kv string) cli.Flag {
 	return &cli.StringFlag{Name: "cache-type-" + kv, Aliases: []string{"ct" + kv}, Value: "f16",
-		Usage: "KV cache type of " + map[string]string{"k": "keys", "v": "values"}[kv] + ": f16 (as llama.cpp) or f32"}
+		Usage: "KV cache type of " + map[string]string{"k": "keys", "v": "values"}[kv] + ": " + kvcache.TypeNames +
+			" (f16: as llama.cpp's default; a type other than f32/f16 needs flash attention)"}
+}
+
+// flashAttnFlag is -fa/--flash-attn, as llama.cpp spells it.
+func flashAttnFlag() cli.Flag {
+	return &cli.StringFlag{Name: "flash-attn", Aliases: []string{"fa"}, Value: "auto",
+		Usage: "flash attention: on, off, or auto (on exactly when a KV cache type is neither f32 nor f16)"}
 }
 
 func promptFlags() []cli.Flag {
@@ -99,7 +107,7 @@ func loadOpts(c *cli.Context) glint.Options {
 	return glint.Options{Numerics: numerics.FromEnv(),
 		Backend: c.String("backend"), Threads: c.Int("threads"),
 		Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"), OrtLib: c.String("ort-lib"),
-		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"),
+		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"), FlashAttn: c.String("flash-attn"),
 		Spec: specOpts(c),
 	}
 }

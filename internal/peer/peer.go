@@ -52,19 +52,35 @@ func Find() (string, error) {
 	}
 }
 
+// KV is the peer's KV cache: its K and V types by llama.cpp's names ("":
+// f16, its default) and whether attention runs as flash attention (-fa).
+type KV struct {
+	K, V  string
+	Flash bool
+}
+
 // Forced runs llama.cpp on model: it evaluates prompt, then feeds force one
 // id a step, and returns the logits of every step (len(force) rows of
-// vocab). cacheType is "f16" (llama.cpp's default) or "f32", for K and V.
-func Forced(dir, model string, prompt, force []int32, cacheType string, vocab int) ([][]float32, error) {
+// vocab), with the KV cache kv.
+func Forced(dir, model string, prompt, force []int32, kv KV, vocab int) ([][]float32, error) {
 	tmp, err := os.CreateTemp("", "glint-peer-*.bin")
 	if err != nil {
 		return nil, err
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.Command(filepath.Join(dir, "refgen-greedy"), "-m", model, "--ids", join(prompt),
-		"-n", fmt.Sprint(len(force)), "--force", join(force), "--cache-type", cacheType, "--dump-logits", tmp.Name(),
-		"-c", fmt.Sprint(max(512, len(prompt)+len(force)+1)))
+	for _, t := range []*string{&kv.K, &kv.V} {
+		if *t == "" {
+			*t = "f16"
+		}
+	}
+	args := []string{"-m", model, "--ids", join(prompt),
+		"-n", fmt.Sprint(len(force)), "--force", join(force), "-ctk", kv.K, "-ctv", kv.V, "--dump-logits", tmp.Name(),
+		"-c", fmt.Sprint(max(512, len(prompt)+len(force)+1))}
+	if kv.Flash {
+		args = append(args, "-fa")
+	}
+	cmd := exec.Command(filepath.Join(dir, "refgen-greedy"), args...)
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("peer: refgen-greedy on %s: %w: %s", model, err, lastLine(out))

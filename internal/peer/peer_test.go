@@ -76,7 +76,7 @@ func TestTeacherForcedVsLlamaCpp(t *testing.T) {
 			for _, ct := range []string{"f16", "f32"} {
 				name := fmt.Sprintf("%s/%s/%s", rel, be.backend, ct)
 				t.Run(fmt.Sprintf("%s/%s/%s", rel, be.name, ct), func(t *testing.T) {
-					within, mean, _ := forcedVsPeer(t, dir, path, prompt, be, ct, steps)
+					within, mean, _ := forcedVsPeer(t, dir, path, prompt, be, peer.KV{K: ct, V: ct}, steps)
 					holdToBar(t, within, mean, knownGaps, name)
 				})
 			}
@@ -104,10 +104,14 @@ func peerBackends(t *testing.T) []peerRun {
 // returns the share of steps within 2e-3 and the mean signed difference,
 // failing t where glint's argmax differs from llama.cpp's beyond a
 // near-tie (gap < 0.05).
-func forcedVsPeer(t *testing.T, dir, path, prompt string, be peerRun, ct string, steps int) (within, mean, worst float64) {
+func forcedVsPeer(t *testing.T, dir, path, prompt string, be peerRun, kv peer.KV, steps int) (within, mean, worst float64) {
 	t.Helper()
-	m, err := glint.Open(path, glint.Options{Backend: be.backend, Device: be.device, Context: 256, CacheTypeK: ct, CacheTypeV: ct,
-		Numerics: numerics.FromEnv()})
+	fa := "off"
+	if kv.Flash {
+		fa = "on"
+	}
+	m, err := glint.Open(path, glint.Options{Backend: be.backend, Device: be.device, Context: 256, CacheTypeK: kv.K, CacheTypeV: kv.V,
+		FlashAttn: fa, Numerics: numerics.FromEnv()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +134,7 @@ func forcedVsPeer(t *testing.T, dir, path, prompt string, be peerRun, ct string,
 		best := sample.Argmax(row)
 		rows, force, batch = append(rows, row), append(force, best), []int32{best}
 	}
-	ref, err := peer.Forced(dir, path, ids, force, ct, m.Vocab())
+	ref, err := peer.Forced(dir, path, ids, force, kv, m.Vocab())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +189,7 @@ func TestArchitecturesVsLlamaCpp(t *testing.T) {
 			for _, be := range peerBackends(t) {
 				name := fmt.Sprintf("%s/%s/%s", arch, typ, be.backend)
 				t.Run(fmt.Sprintf("%s/%s/%s", arch, typ, be.name), func(t *testing.T) {
-					within, mean, _ := forcedVsPeer(t, dir, path, "Sam found a shiny", be, "f16", 24)
+					within, mean, _ := forcedVsPeer(t, dir, path, "Sam found a shiny", be, peer.KV{}, 24)
 					holdToBar(t, within, mean, archGaps, name)
 				})
 			}
@@ -214,7 +218,7 @@ func TestBF16VsLlamaCpp(t *testing.T) {
 	}
 	for _, be := range peerBackends(t) {
 		t.Run(be.name, func(t *testing.T) {
-			within, mean, worst := forcedVsPeer(t, dir, path, "Sam found a shiny", be, "f16", 24)
+			within, mean, worst := forcedVsPeer(t, dir, path, "Sam found a shiny", be, peer.KV{}, 24)
 			if be.backend == "cpu" && worst != 0 {
 				t.Errorf("%v arithmetic: logits up to %.3g from llama.cpp's, want its bits", numerics.HostCPU().Flavour(), worst)
 			}
@@ -240,5 +244,27 @@ func holdToBar(t *testing.T, within, mean float64, gaps map[string]string, name 
 	}
 	if math.Abs(mean) > 1e-3 {
 		t.Errorf("mean signed difference %.3g: a systematic shift", mean)
+	}
+}
+
+// TestQuantizedCacheVsLlamaCpp holds glint's CPU flash attention over
+// quantised KV caches to the fidelity bar against llama.cpp's (both with
+// -fa, both with the same -ctk/-ctv) on kq-small-F16: q8_0 and q4_0 caches,
+// K and V alike, a q8_0 K over an f16 V, and flash attention over the
+// default f16 cache. Against a peer built for the flavour glint takes
+// (GLINT_GGML_FLAVOR=avx2 with an AVX2 build) every step's logits are
+// llama.cpp's to the bit.
+func TestQuantizedCacheVsLlamaCpp(t *testing.T) {
+	dir, err := peer.Find()
+	if err != nil {
+		t.Skip(err)
+	}
+	path := shared.Models(t, "kquants/kq-small-F16.gguf")
+	for _, kv := range []peer.KV{{K: "q8_0", V: "q8_0", Flash: true}, {K: "q4_0", V: "q4_0", Flash: true},
+		{K: "f16", V: "f16", Flash: true}, {K: "q8_0", V: "f16", Flash: true}} {
+		t.Run(kv.K+"-"+kv.V+"-fa", func(t *testing.T) {
+			within, mean, _ := forcedVsPeer(t, dir, path, "Sam found a shiny", peerRun{"cpu", "cpu", ""}, kv, 24)
+			holdToBar(t, within, mean, nil, "")
+		})
 	}
 }
