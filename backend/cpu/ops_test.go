@@ -253,6 +253,7 @@ func testAttentionSIMD(t *testing.T) {
 				sc.scores = make([]float32, rows*(cells+15))
 				sc.runs, sc.runsRow = make([]int32, 0, cells+2), -1
 				sc.row = make([]float32, 2*c.headDim)
+				sc.acc = make([]float32, attnAccFloats)
 				tk := task{kind: kAttention, total: n * c.heads, dst: out, q: q, n: n,
 					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, rows: c.view.Rows,
 					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd,
