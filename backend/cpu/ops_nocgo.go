@@ -13,7 +13,9 @@ const attnScoreRows = 1
 
 const attnAccFloats = 0
 
-func simdAttention(*task, []float32, []float32, int, int, int, []int32) { panic("cpu: SIMD attention not built") }
+func simdAttention(*task, []float32, []float32, int, int, int, []int32) {
+	panic("cpu: SIMD attention not built")
+}
 
 // Without cgo hostSIMD is off, so simd512 never lets these run.
 func simdSiLUMul512(d, g, u []float32) { panic("cpu: SIMD SiLU not built") }
