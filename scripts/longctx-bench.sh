@@ -57,7 +57,7 @@ log() { echo "$*" >&2; }
 go build -o bin/generate ./cmd/generate
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-level=? flavour=?
+level=${GLINT_CPU_SIMD:-best} flavour=${GLINT_GGML_FLAVOR:-native}
 
 # glint_run N: appends glint's TBT (ms) and prompt speed (t/s) at N cells.
 glint_run() {
@@ -69,8 +69,6 @@ glint_run() {
 	}
 	awk -F"|" -v p="$p" -v tbt="$tmp/$n.gtbt" -v pp="$tmp/$n.gpp" \
 		'$2 ~ /cpu/ {printf "%.3f\n", $6 >> tbt; printf "%.2f\n", p * 1000 / $5 >> pp}' <<<"$out"
-	level=$(sed -n 's/.*threads, \([a-z0-9]*\) kernels.*/\1/p' "$tmp/err" | head -1)
-	flavour=$(sed -n 's/.*llama.cpp \([a-z0-9]*\) arithmetic.*/\1/p' "$tmp/err" | head -1)
 }
 
 # llama_run N FA: appends llama.cpp's TBT (ms) and prompt speed (t/s) at N
