@@ -95,6 +95,9 @@ func (b *Backend) Attention(out, q, k, v backend.Tensor, n int, kv backend.KVVie
 		if len(sc.row) < 2*headDim {
 			sc.row = make([]float32, 2*headDim)
 		}
+		if simd > simdOff && len(sc.acc) < attnAccFloats {
+			sc.acc = make([]float32, attnAccFloats)
+		}
 	}
 	t := &b.pool.task
 	total := n * heads
@@ -167,7 +170,7 @@ func (b *Backend) attentionItems(t *task, id, lo, hi int) {
 		case b.flavour.Wide() && (t.kh != nil) == (t.vh != nil):
 			b.attentionHeads512(t, sc, row, h0, h1, runs)
 		case t.simd > simdOff:
-			simdAttention(t, sc.scores, row, h0, h1, runs)
+			simdAttention(t, sc.scores, sc.acc, row, h0, h1, runs)
 		default:
 			attentionHeads(t, sc, row, h0, h1, runs)
 		}

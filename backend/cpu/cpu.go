@@ -84,8 +84,10 @@ type scratch struct {
 	// (visible).
 	runs    []int32
 	runsRow int
+	// acc holds the C attention kernels' p·V lane sums (attnAccFloats).
+	acc []float32
 	// pad keeps neighbouring threads' headers on different cache lines.
-	_ [48]byte
+	_ [24]byte
 }
 
 var _ backend.Backend = (*Backend)(nil)

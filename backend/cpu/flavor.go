@@ -128,7 +128,7 @@ func dotTiny(x, y []float32) float32 {
 //     same two dot products by the same rule.
 func (b *Backend) attentionHeads512(t *task, sc *scratch, row, h0, h1 int, runs []int32) {
 	if simd512(t.simd) && simdAttentionOK(t.headDim) {
-		simdAttention512(t, sc.scores, row, h0, h1, runs)
+		simdAttention512(t, sc.scores, sc.acc, row, h0, h1, runs)
 		return
 	}
 	hd, kvCols := t.headDim, t.kvHeads*t.headDim

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ops.h"
 #include "simd_common.h"
@@ -316,6 +317,103 @@ INLINE A2 void pv_tiny8(const char *v, int vf16, size_t rowBytes, const float *s
 	}
 }
 
+// Cells of one run go through the group kernels below in chunks of
+// ATTN_CHUNK (a multiple of every lane count): a chunk's V rows of one kv
+// head (32 KiB at f16 × 64) stay in L1 while every head of the group and
+// every column tile reads them, where a head at a time read the whole
+// view's V from L2 or L3 once per head and column block.
+#define ATTN_CHUNK 256
+
+_Static_assert(GLINT_ATTENTION_ACC_FLOATS >= MAXG * 64 * GLINT_ATTENTION_MAX_HEAD_DIM, "acc scratch");
+
+
+// pv_tile8 is pv_tile512 in AVX2 for the AVX2 kernel (attn_group): the
+// cells i in [c0, c1) ∩ [ia, ie) of lanes t8…t8+7 (lane i % ln, ln 8 or
+// 32) of columns d…d+7 (hd a multiple of 8) added into acc (8 lane rows of
+// hd floats), the 8 lane sums in registers across the chunk, where the
+// general loop kept MAXG × 32 of them in memory and read the view's V once
+// per head and column block.
+INLINE A2 void pv_tile8(float *acc, const char *v, size_t rowBytes, int vf16, const float *p, int c0, int c1, int ia,
+                        int ie, int t8, int ln, int d, int hd, int pf) {
+	const size_t es = vf16 ? 2 : 4;
+	__m256 x[8];
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++) {
+		x[l] = _mm256_loadu_ps(acc + (size_t)l * hd + d);
+	}
+	for (int i0 = c0 + t8; i0 < c1; i0 += ln) {
+		const char *row = v + (size_t)i0 * rowBytes;
+		if (pf) {
+			for (int l = 0; l < 8; l++) {
+				prefetch_row(row + ((size_t)l + ATTN_CHUNK) * rowBytes, (size_t)hd * es);
+			}
+		}
+		if (i0 >= ia && i0 + 8 <= ie) {
+#pragma GCC unroll 8
+			for (int l = 0; l < 8; l++) {
+				x[l] = _mm256_fmadd_ps(load8w(row + (size_t)l * rowBytes, vf16, d), _mm256_set1_ps(p[i0 + l]), x[l]);
+			}
+			continue;
+		}
+#pragma GCC unroll 8
+		for (int l = 0; l < 8; l++) {
+			if (i0 + l >= ia && i0 + l < ie) {
+				x[l] = _mm256_fmadd_ps(load8w(row + (size_t)l * rowBytes, vf16, d), _mm256_set1_ps(p[i0 + l]), x[l]);
+			}
+		}
+	}
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++) {
+		_mm256_storeu_ps(acc + (size_t)l * hd + d, x[l]);
+	}
+}
+
+// pv_group8 is attn_group's outputs for one run of cells [ia, ie) (offsets
+// from base; v: the row of base) and hd a multiple of 8: tinyBLAS's 8
+// lanes (tiny) or vec_dot's 4×8, each head's lane sums kept in acc
+// (GLINT_ATTENTION_ACC_FLOATS) across ATTN_CHUNK-cell chunks (pv_tile8),
+// then folded and reduced as the general loop does.
+static A2 void pv_group8(const char *v, int vf16, size_t rowBytes, const float *s, int Ls, int ia, int ie, int hd,
+                         int tiny, int far, float *acc, float *out, int gb) {
+	const int ln = tiny ? 8 : 32, nl = ln * hd;
+	memset(acc, 0, sizeof(float) * (size_t)nl * (size_t)gb);
+	for (int c0 = ia & ~63; c0 < ie; c0 += ATTN_CHUNK) {
+		const int c1 = c0 + ATTN_CHUNK < ie ? c0 + ATTN_CHUNK : ie;
+		for (int g = 0; g < gb; g++) {
+			for (int d = 0; d < hd; d += 8) {
+				for (int t = 0; t < ln / 8; t++) {
+					pv_tile8(acc + (size_t)g * nl + (size_t)t * 8 * hd, v, rowBytes, vf16, s + g * Ls, c0, c1, ia, ie,
+					         8 * t, ln, d, hd, far && g == 0 && d == 0);
+				}
+			}
+		}
+	}
+	for (int g = 0; g < gb; g++) {
+		const float *ag = acc + (size_t)g * nl;
+		for (int d = 0; d < hd; d += 8) {
+			__m256 x[32], o;
+			for (int l = 0; l < ln; l++) {
+				x[l] = _mm256_loadu_ps(ag + (size_t)l * hd + d);
+			}
+			if (!tiny) {
+				for (int l = 0; l < 8; l++) {
+					x[l] = _mm256_add_ps(x[l], x[16 + l]);
+					x[8 + l] = _mm256_add_ps(x[8 + l], x[24 + l]);
+					x[l] = _mm256_add_ps(x[l], x[8 + l]);
+				}
+			}
+			__m256 t0 = _mm256_add_ps(x[0], x[4]), t1 = _mm256_add_ps(x[1], x[5]);
+			__m256 t2 = _mm256_add_ps(x[2], x[6]), t3 = _mm256_add_ps(x[3], x[7]);
+			if (tiny) {
+				o = _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3));
+			} else {
+				o = _mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3));
+			}
+			_mm256_storeu_ps(out + (size_t)g * hd + d, o);
+		}
+	}
+}
+
 // attn_group is attention for gb (≤ MAXG) query heads q (gb rows of hd,
 // consecutive) that share one kv head, whose rows (k, v) are kvCols
 // elements apart, over the cells of runs (see glint_attention); s holds gb
@@ -328,7 +426,7 @@ INLINE A2 void pv_tiny8(const char *v, int vf16, size_t rowBytes, const float *s
 // vec_dot's 4×8, a cell's lane its offset from base, folded and reduced
 // lane-wise as reduce8Fold and hsum8 fold and reduce one output's.
 static A2 void attn_group(const float *q, const void *k, const void *v, int kf16, int vf16, float *out, float *s,
-                          const int32_t *runs, int nruns, int base, int kvCols, int hd, int prefill, float scale,
+                          float *acc, const int32_t *runs, int nruns, int base, int kvCols, int hd, int prefill, float scale,
                           float softcap, int gb) {
 	float qr[MAXG][GLINT_ATTENTION_MAX_HEAD_DIM + 8];
 	for (int g = 0; g < gb; g++) {
@@ -388,6 +486,10 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 			_mm256_storeu_ps(sg + j, vf16 ? round_f16_8(p) : p);
 		}
 	}
+	if (nruns == 1 && hd % 8 == 0) {
+		pv_group8((const char *)v + (size_t)base * vRow, vf16, vRow, s, Ls, runs[0] - base, L, hd, vtiny, far, acc, out, gb);
+		return;
+	}
 	if (vtiny && hd % 8 == 0) {
 		pv_tiny8(v, vf16, vRow, s, Ls, runs, nruns, base, hd, far, vpf, out, gb);
 		return;
@@ -435,7 +537,7 @@ static A2 void attn_group(const float *q, const void *k, const void *v, int kf16
 }
 
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
-                     float *scores, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
+                     float *scores, float *acc, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
                      int prefill, float scale, float softcap, int h0, int h1) {
 	(void)level;
 	if (headDim <= 0 || headDim > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0 || nruns <= 0) {
@@ -451,7 +553,7 @@ void glint_attention(int level, const float *q, const void *k, const void *v, in
 		gb = gb > MAXG ? MAXG : gb;
 		size_t qo = (size_t)h * headDim;
 		attn_group(q + qo, (const char *)k + (size_t)kvh * headDim * ke, (const char *)v + (size_t)kvh * headDim * ve,
-		           kf16, vf16, out + qo, scores, runs, nruns, base, kvCols, headDim, prefill, scale, softcap, gb);
+		           kf16, vf16, out + qo, scores, acc, runs, nruns, base, kvCols, headDim, prefill, scale, softcap, gb);
 		h += gb;
 	}
 }
@@ -771,18 +873,183 @@ INLINE A5 float scores_tiny16(const float *qr, const char *k, size_t rowBytes, i
 	return mx;
 }
 
+// pv_tile512 adds the cells i in [c0, c1) ∩ [ia, ie) of lanes t16…t16+15
+// (lane i % ln, ln 16 or 64, c0 a multiple of 64) of columns d… (mask m)
+// into acc (16 lane rows of hd floats), p indexed by i, v the row of i = 0:
+// the 16 lane sums stay in registers across the chunk, each lane getting
+// its cells' fused multiply-adds in cell order, as pv_lanes gives them.
+// pf: prefetch the rows ATTN_CHUNK cells ahead (the next chunk).
+INLINE A5 void pv_tile512(float *acc, const char *v, size_t rowBytes, int half, const float *p, int c0, int c1, int ia,
+                          int ie, int t16, int ln, int d, int hd, __mmask16 m, int pf) {
+	const size_t es = half ? 2 : 4;
+	__m512 x[16];
+#pragma GCC unroll 16
+	for (int l = 0; l < 16; l++) {
+		x[l] = _mm512_maskz_loadu_ps(m, acc + (size_t)l * hd + d);
+	}
+	for (int i0 = c0 + t16; i0 < c1; i0 += ln) {
+		const char *row = v + (size_t)i0 * rowBytes + (size_t)d * es;
+		if (pf) {
+			for (int l = 0; l < 16; l++) {
+				prefetch_row(row + ((size_t)l + ATTN_CHUNK) * rowBytes, (size_t)hd * es);
+			}
+		}
+		if (i0 >= ia && i0 + 16 <= ie) {
+#pragma GCC unroll 16
+			for (int l = 0; l < 16; l++) {
+				x[l] = _mm512_fmadd_ps(load16m(row + (size_t)l * rowBytes, half, 0, m), _mm512_set1_ps(p[i0 + l]), x[l]);
+			}
+			continue;
+		}
+#pragma GCC unroll 16
+		for (int l = 0; l < 16; l++) {
+			if (i0 + l >= ia && i0 + l < ie) {
+				x[l] = _mm512_fmadd_ps(load16m(row + (size_t)l * rowBytes, half, 0, m), _mm512_set1_ps(p[i0 + l]), x[l]);
+			}
+		}
+	}
+#pragma GCC unroll 16
+	for (int l = 0; l < 16; l++) {
+		_mm512_mask_storeu_ps(acc + (size_t)l * hd + d, m, x[l]);
+	}
+}
+
+// group512 is glint_attention512 for the gb (≤ MAXG) heads q (consecutive
+// rows of hd) of one kv head (k, v: its first element of cell 0) over the
+// one run of cells [a, e): each K row is read once for the group's scores,
+// then p·V goes through ATTN_CHUNK-cell chunks (pv_tile512), every head's
+// lane sums kept in acc (GLINT_ATTENTION_ACC_FLOATS) between chunks and folded,
+// reduced and finished (the decode tail) as pv_tiny512 and pv_vec512 do.
+static A5 void group512(const float *q, const char *k, const char *v, int half, float *out, float *s, float *acc, int a,
+                        int e, int base, int nkv, int prefill, float scale, float softcap, int kvCols, int hd, int gb) {
+	const size_t es = half ? 2 : 4, rowBytes = (size_t)kvCols * es, kpf = (size_t)ATTN_PF_512 * rowBytes;
+	const int tiny = prefill && hd % 16 == 0;
+	const int L = e - base, Ls = (L + 15) & ~15, j0 = (a - base) & ~15;
+	const int far = (size_t)(e - a) * rowBytes > (512 << 10);
+	float qr[MAXG][GLINT_ATTENTION_MAX_HEAD_DIM];
+	float mx[MAXG];
+	for (int g = 0; g < gb; g++) {
+		for (int d = 0; d < hd; d += 16) {
+			__m512 x = _mm512_maskz_loadu_ps(cols16(hd, d), q + (size_t)g * hd + d);
+			_mm512_mask_storeu_ps(qr[g] + d, cols16(hd, d), half ? round_f16_16(x) : x);
+		}
+		for (int j = j0; j < a - base; j++) {
+			s[g * Ls + j] = -INFINITY;
+		}
+		mx[g] = -INFINITY;
+	}
+	for (int j = a; j < e; j++) {
+		const char *kj = k + (size_t)j * rowBytes;
+		if (far) {
+			prefetch_row(kj + kpf, (size_t)hd * es);
+		}
+		for (int g = 0; g < gb; g++) {
+			float sj = score1(tiny ? dot_tiny(kj, half, qr[g], hd) : dot_vec512(kj, half, qr[g], hd), scale, softcap);
+			s[g * Ls + j - base] = sj;
+			mx[g] = sj > mx[g] ? sj : mx[g];
+		}
+	}
+	for (int g = 0; g < gb; g++) {
+		float *sg = s + g * Ls;
+		double sum = 0;
+		for (int b0 = j0; b0 < L; b0 += 16) {
+			__mmask16 m = cols16(L, b0);
+			__m512 x = expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sg + b0), _mm512_set1_ps(mx[g])));
+			x = _mm512_maskz_mov_ps(m, x);
+			_mm512_mask_storeu_ps(sg + b0, m, x);
+			sum += _mm512_reduce_add_ps(x);
+		}
+		float inv = (float)(1 / sum);
+		for (int b0 = j0; b0 < L; b0 += 16) {
+			__mmask16 m = cols16(L, b0);
+			__m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sg + b0), _mm512_set1_ps(inv));
+			_mm512_mask_storeu_ps(sg + b0, m, half ? round_f16_16(x) : x);
+		}
+	}
+	// p·V: lanes of tinyBLAS's 16 (prefill) or vec_dot's 4×16 over the
+	// cells before base + np (decode), the rest vec_dot's tail.
+	const int ln = prefill ? 16 : 64, np = prefill ? L : (nkv & ~63);
+	const int ia = a - base, ie = L < np ? L : np, nl = ln * hd;
+	for (int g = 0; g < gb; g++) {
+		memset(acc + (size_t)g * nl, 0, sizeof(float) * (size_t)nl);
+	}
+	for (int c0 = ia & ~63; c0 < ie; c0 += ATTN_CHUNK) {
+		const int c1 = c0 + ATTN_CHUNK < ie ? c0 + ATTN_CHUNK : ie;
+		for (int g = 0; g < gb; g++) {
+			for (int d = 0; d < hd; d += 16) {
+				for (int t = 0; t < ln / 16; t++) {
+					pv_tile512(acc + (size_t)g * nl + (size_t)t * 16 * hd, v + (size_t)base * rowBytes, rowBytes, half, s + g * Ls, c0, c1, ia, ie,
+					           16 * t, ln, d, hd, cols16(hd, d), far && g == 0 && d == 0);
+				}
+			}
+		}
+	}
+	for (int g = 0; g < gb; g++) {
+		const float *ag = acc + (size_t)g * nl, *p = s + g * Ls;
+		float *o = out + (size_t)g * hd;
+		for (int d = 0; d < hd; d += 16) {
+			__mmask16 m = cols16(hd, d);
+			__m512 x[16];
+			for (int l = 0; l < 16; l++) {
+				if (prefill) {
+					x[l] = _mm512_maskz_loadu_ps(m, ag + (size_t)l * hd + d);
+					continue;
+				}
+				__m512 a0 = _mm512_maskz_loadu_ps(m, ag + (size_t)l * hd + d);
+				__m512 a1 = _mm512_maskz_loadu_ps(m, ag + (size_t)(16 + l) * hd + d);
+				__m512 a2 = _mm512_maskz_loadu_ps(m, ag + (size_t)(32 + l) * hd + d);
+				__m512 a3 = _mm512_maskz_loadu_ps(m, ag + (size_t)(48 + l) * hd + d);
+				x[l] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+			}
+			__m512 res = reduce16x(x);
+			if (!prefill) {
+				__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)),
+				        hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(res, 1));
+				for (int i = ia > np ? ia : np; i < L; i++) {
+					__m512 vj = load16m(v, half, (size_t)(base + i) * kvCols + d, m), pj = _mm512_set1_ps(p[i]);
+					__m512 pr = _mm512_mul_ps(vj, pj);
+					__asm__("" : "+v"(pr)); // rounded: kept from contraction
+					if (!half) {
+						res = _mm512_add_ps(res, pr);
+						continue;
+					}
+					lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
+					hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(pr, 1)));
+				}
+				if (half) {
+					res = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+				}
+			}
+			_mm512_mask_storeu_ps(o + d, m, res);
+		}
+	}
+}
+
 // glint_attention512 is attentionHeads512 (flavor.go) for K and V caches
 // both f16 (half) or both f32: heads h0…h1-1 of one row (q and out point at
 // it) over the cells of runs, the row's view starting at cell base and nkv
 // cells long; prefill is set in a batch of more than one row; scores
 // scratch for roundup16(last b − base) floats.
 A5 void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores,
-                           int heads, int kvHeads, int hd, const int32_t *runs, int nruns, int base, int nkv,
-                           int prefill, float scale, float softcap, int h0, int h1) {
+                           float *acc, int heads, int kvHeads, int hd, const int32_t *runs, int nruns, int base,
+                           int nkv, int prefill, float scale, float softcap, int h0, int h1) {
 	if (hd <= 0 || hd > GLINT_ATTENTION_MAX_HEAD_DIM || kvHeads <= 0 || heads % kvHeads != 0 || nruns <= 0) {
 		return;
 	}
 	int group = heads / kvHeads, kvCols = kvHeads * hd;
+	if (nruns == 1) {
+		const size_t es = half ? 2 : 4;
+		for (int h = h0; h < h1;) {
+			int kvh = h / group, gb = (kvh + 1) * group - h;
+			gb = gb > h1 - h ? h1 - h : gb;
+			gb = gb > MAXG ? MAXG : gb;
+			size_t kvOff = (size_t)kvh * hd * es;
+			group512(q + (size_t)h * hd, (const char *)k + kvOff, (const char *)v + kvOff, half, out + (size_t)h * hd,
+			         scores, acc, runs[0], runs[1], base, nkv, prefill, scale, softcap, kvCols, hd, gb);
+			h += gb;
+		}
+		return;
+	}
 	int tiny = prefill && hd % 16 == 0;
 	int L = runs[2 * nruns - 1] - base, j0 = (runs[0] - base) & ~15;
 	float qr[GLINT_ATTENTION_MAX_HEAD_DIM];

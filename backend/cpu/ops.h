@@ -14,6 +14,11 @@ void glint_add(const float *x, const float *y, float *d, size_t n);
 // handles (its query scratch is sized at compile time).
 #define GLINT_ATTENTION_MAX_HEAD_DIM 256
 
+// GLINT_ATTENTION_ACC_FLOATS is the scratch glint_attention512 takes for
+// the p·V lane sums of a group of heads (acc): 4 heads × 64 lanes × the
+// largest head.
+#define GLINT_ATTENTION_ACC_FLOATS (4 * 64 * GLINT_ATTENTION_MAX_HEAD_DIM)
+
 // glint_attention computes query heads h0…h1-1 of one row of attention
 // (q and out point at the row) over the cells of runs: nruns pairs [a, b)
 // of cell indices, increasing, that the row sees; base is the start of the
@@ -23,21 +28,22 @@ void glint_add(const float *x, const float *y, float *d, size_t n);
 // a batch of more than one row. The arithmetic is ggml's AVX2 build's
 // (attentionHeads in attention.go); a score is the dot product rounded to
 // float, soft-capped when softcap > 0, then scaled. scores is scratch for
-// 4·roundup8(last b − base) floats.
+// 4·roundup8(last b − base) floats, acc for GLINT_ATTENTION_ACC_FLOATS.
 void glint_attention(int level, const float *q, const void *k, const void *v, int kf16, int vf16, float *out,
-                     float *scores, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns, int base,
-                     int prefill, float scale, float softcap, int h0, int h1);
+                     float *scores, float *acc, int heads, int kvHeads, int headDim, const int32_t *runs, int nruns,
+                     int base, int prefill, float scale, float softcap, int h0, int h1);
 
 // The kernels of ggml's AVX-512 arithmetic (flavor.go), for hosts with
 // AVX-512 at every kernel level: glint_silu_mul512 is glint_silu_mul with
 // ggml's AVX-512 exp, elementwise; glint_attention512 is glint_attention over
 // K and V caches both f16 (half) or both f32, with the row's view nkv cells
 // long (vec_dot's steps) and prefill set in a batch of more than one row;
-// scores holds roundup16(last b − base) floats.
+// scores holds 4·roundup16(last b − base) floats, acc
+// GLINT_ATTENTION_ACC_FLOATS.
 
 void glint_silu_mul512(const float *g, const float *u, float *d, size_t n);
-void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores, int heads,
-                        int kvHeads, int hd, const int32_t *runs, int nruns, int base, int nkv, int prefill,
+void glint_attention512(const float *q, const void *k, const void *v, int half, float *out, float *scores, float *acc,
+                        int heads, int kvHeads, int hd, const int32_t *runs, int nruns, int base, int nkv, int prefill,
                         float scale, float softcap, int h0, int h1);
 
 // glint_rope rotates the first dims elements of each of the heads heads

@@ -33,9 +33,13 @@ func simdAttentionOK(headDim int) bool {
 // scratch it needs is attnScoreRows times the longest row.
 const attnScoreRows = 4
 
+// attnAccFloats is the scratch for p·V lane sums the C kernels take.
+const attnAccFloats = C.GLINT_ATTENTION_ACC_FLOATS
+
 // simdAttention computes heads h0…h1-1 of t's row over the cells of runs
-// with the C kernel; scores holds attnScoreRows times the row's range.
-func simdAttention(t *task, scores []float32, row, h0, h1 int, runs []int32) {
+// with the C kernel; scores holds attnScoreRows times the row's range, acc
+// attnAccFloats.
+func simdAttention(t *task, scores, acc []float32, row, h0, h1 int, runs []int32) {
 	k, v := unsafe.Pointer(unsafe.SliceData(t.kc)), unsafe.Pointer(unsafe.SliceData(t.vc))
 	kf16, vf16 := 0, 0
 	if t.kh != nil {
@@ -50,8 +54,8 @@ func simdAttention(t *task, scores []float32, row, h0, h1 int, runs []int32) {
 	}
 	qo := row * t.qStride
 	C.glint_attention(C.int(t.simd), (*C.float)(unsafe.Pointer(&t.q[qo])), k, v, C.int(kf16), C.int(vf16),
-		(*C.float)(unsafe.Pointer(&t.dst[qo])), (*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads),
-		C.int(t.kvHeads), C.int(t.headDim), (*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2),
+		(*C.float)(unsafe.Pointer(&t.dst[qo])), (*C.float)(unsafe.Pointer(&scores[0])), (*C.float)(unsafe.Pointer(&acc[0])),
+		C.int(t.heads), C.int(t.kvHeads), C.int(t.headDim), (*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2),
 		C.int(t.rows[4*row+2]), C.int(prefill), C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
 
@@ -65,8 +69,8 @@ func simdSiLUMul512(d, g, u []float32) {
 		(*C.float)(unsafe.Pointer(&d[0])), C.size_t(len(d)))
 }
 
-// simdAttention512 is attentionHeads512 in C.
-func simdAttention512(t *task, scores []float32, row, h0, h1 int, runs []int32) {
+// simdAttention512 is attentionHeads512 in C; acc holds attnAccFloats.
+func simdAttention512(t *task, scores, acc []float32, row, h0, h1 int, runs []int32) {
 	k, v := unsafe.Pointer(unsafe.SliceData(t.kc)), unsafe.Pointer(unsafe.SliceData(t.vc))
 	half := 0
 	if t.kh != nil {
@@ -80,8 +84,8 @@ func simdAttention512(t *task, scores []float32, row, h0, h1 int, runs []int32) 
 	nkv := max(32, (hi-base+31)&^31)
 	qo := row * t.qStride
 	C.glint_attention512((*C.float)(unsafe.Pointer(&t.q[qo])), k, v, C.int(half), (*C.float)(unsafe.Pointer(&t.dst[qo])),
-		(*C.float)(unsafe.Pointer(&scores[0])), C.int(t.heads), C.int(t.kvHeads), C.int(t.headDim),
-		(*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2), C.int(base), C.int(nkv), C.int(prefill),
+		(*C.float)(unsafe.Pointer(&scores[0])), (*C.float)(unsafe.Pointer(&acc[0])), C.int(t.heads), C.int(t.kvHeads),
+		C.int(t.headDim), (*C.int32_t)(unsafe.Pointer(&runs[0])), C.int(len(runs)/2), C.int(base), C.int(nkv), C.int(prefill),
 		C.float(t.scale), C.float(t.softCap), C.int(h0), C.int(h1))
 }
 

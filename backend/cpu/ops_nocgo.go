@@ -11,12 +11,16 @@ func simdAttentionOK(int) bool { return false }
 
 const attnScoreRows = 1
 
-func simdAttention(*task, []float32, int, int, int, []int32) { panic("cpu: SIMD attention not built") }
+const attnAccFloats = 0
+
+func simdAttention(*task, []float32, []float32, int, int, int, []int32) {
+	panic("cpu: SIMD attention not built")
+}
 
 // Without cgo hostSIMD is off, so simd512 never lets these run.
 func simdSiLUMul512(d, g, u []float32) { panic("cpu: SIMD SiLU not built") }
 
-func simdAttention512(*task, []float32, int, int, int, []int32) {
+func simdAttention512(*task, []float32, []float32, int, int, int, []int32) {
 	panic("cpu: SIMD attention not built")
 }
 

@@ -165,7 +165,8 @@ func runSiLUMul(t *testing.T, l simdLevel, g, u []float32) []float32 {
 // cover a masked last register (24, 40, 36), the largest the C kernel
 // holds (256) and one past it (264: the Go loop runs), sizes that leave
 // vec_dot a remainder not a multiple of 4 and that sgemm declines (30, 9),
-// with groups of 1, 3 and 8 query heads per kv head. Besides one sequence
+// with groups of 1, 3, 4 and 8 query heads per kv head, and views of up to
+// 1,501 cells (long ones: Llama 3.2 1B's 32 heads on 8). Besides one sequence
 // (the causal view kvcache gives) the views hold several sequences
 // interleaved, in regions with holes and shuffled positions, shared cells,
 // sliding windows, soft capping and rows that see nothing. Items are
@@ -199,6 +200,16 @@ func testAttentionSIMD(t *testing.T) {
 		{"prefill", backendtest.Causal(3, 1), 2, 1, 9, 0, 0},
 		{"window", backendtest.Causal(6, 60), 6, 2, 64, 17, 0}, {"window decode", backendtest.Causal(1, 90), 6, 2, 24, 33, 0},
 		{"soft cap", backendtest.Causal(5, 40), 6, 2, 64, 0, 3}, {"soft cap decode", backendtest.Causal(1, 90), 8, 1, 40, 0, 2},
+		// Long views: many chunks of the group kernels, rows of caches
+		// far past L2 (their prefetches), a first cell off the lanes'
+		// alignment (windows), GQA groups of 4 and of 8 (two kernel
+		// groups), and an odd number of cells.
+		{"long decode", backendtest.Causal(1, 1500), 32, 8, 64, 0, 0},
+		{"long prompt", backendtest.Prompt(3, 1100), 32, 8, 64, 0, 0},
+		{"long window decode", backendtest.Causal(1, 1300), 8, 2, 64, 701, 0},
+		{"long window prompt", backendtest.Prompt(4, 900), 8, 2, 64, 333, 0},
+		{"long soft cap decode", backendtest.Causal(1, 777), 16, 2, 128, 0, 5},
+		{"long soft cap prompt", backendtest.Causal(2, 1001), 6, 2, 40, 0, 3},
 	}
 	for _, v := range mixedViews(rng) {
 		cases = append(cases, ac{"mixed", v, 6, 2, 24, 0, 0}, ac{"mixed", v, 8, 1, 64, 5, 0}, ac{"mixed", v, 4, 2, 40, 0, 4})
@@ -253,6 +264,7 @@ func testAttentionSIMD(t *testing.T) {
 				sc.scores = make([]float32, rows*(cells+15))
 				sc.runs, sc.runsRow = make([]int32, 0, cells+2), -1
 				sc.row = make([]float32, 2*c.headDim)
+				sc.acc = make([]float32, attnAccFloats)
 				tk := task{kind: kAttention, total: n * c.heads, dst: out, q: q, n: n,
 					heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, qStride: cols, rows: c.view.Rows,
 					cells: c.view.Cells, window: c.window, scale: scale, softCap: c.softCap, simd: simd,
