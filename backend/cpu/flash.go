@@ -57,6 +57,7 @@ type flashTask struct {
 	headDim, stride int
 	rows, cells     []int32
 	window          int
+	simd            simdLevel // the C parts run from AVX2 on (flash.c)
 }
 
 // flashScratch is one thread's working memory: the query heads of one KV
@@ -72,6 +73,9 @@ type flashScratch struct {
 	krow  []float32 // an F16 key row widened
 	// cells are the cells the row sees; d, ms and vs hold per head (group
 	// rows of len(cells)) the dot products and the softmax's weights.
+	// row is the query row cells holds the cells of (-1: none yet): a
+	// thread takes a row's KV heads one after another.
+	row       int
 	cells     []int32
 	d, ms, vs []float32
 	_         [48]byte
@@ -94,12 +98,14 @@ func (b *Backend) flashAttention(o, qt, kt, vt *Tensor, n int, a backend.Attn, r
 		f.kOrder = b.flavour.FloatOrder(kt.dt, 1, hd, 1)
 	}
 	f.wide = b.flavour.Wide()
+	f.simd = b.simd
 	group := a.Heads / a.KVHeads
 	if len(b.flash) < len(b.scratch) {
 		b.flash = make([]flashScratch, len(b.scratch))
 	}
 	for i := range b.flash {
 		sc := &b.flash[i]
+		sc.row = -1
 		if len(sc.qf) < group*hd || len(sc.s) < group {
 			sc.qf = make([]float32, group*hd)
 			sc.acc = make([]float32, group*hd)
@@ -135,7 +141,9 @@ func flashItems(b *Backend, t *task, id, lo, hi int) {
 	}
 }
 
-// flashGroup is query row row's heads of KV head kvh.
+// flashGroup is query row row's heads of KV head kvh. From AVX2 on the key
+// dots of F16 and quantised keys and the value loop run in C (flash.c,
+// glint_flash_qdots), with the same arithmetic.
 func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 	hd := f.headDim
 	group := f.heads / f.kvHeads
@@ -153,14 +161,56 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 	default:
 		dtype.RoundActivations(f.qt, qf, q)
 	}
-	halfV := f.vt == dtype.F16
 	acc, acc16 := sc.acc[:group*hd], sc.acc16[:group*hd]
 	clear(acc)
 	clear(acc16)
-	cells := visibleCells(f, sc.cells[:0], row)
-	sc.cells = cells
+	if sc.row != row {
+		sc.cells, sc.row = visibleCells(f, sc.cells[:0], row), row
+	}
+	cells := sc.cells
 	nv := len(cells)
-	// The scores: each key row read once for the group's heads.
+	if nv == 0 {
+		clear(out)
+		return
+	}
+	kh, vh := f.k[kvh*f.kRow:], f.v[kvh*f.vRow:]
+	cellK, cellV := f.kvHeads*f.kRow, f.kvHeads*f.vRow
+	switch {
+	case f.simd > simdOff && f.kt == dtype.F16:
+		simdFlashF16Dots(f.wide, hd, group, qf, kh, cellK, cells, sc.krow[:hd], sc.d)
+	case f.simd > simdOff && f.kt.Quantized():
+		simdFlashQDots(f.simd, f.kt, &sc.qa, hd, group, kh, cellK, cells, sc.d)
+	default:
+		flashScores(f, sc, qf, cells, kvh)
+	}
+	s := sc.s[:group]
+	for g := range group {
+		s[g] = flashWeights(sc.d[g*nv:(g+1)*nv], sc.ms[g*nv:(g+1)*nv], sc.vs[g*nv:(g+1)*nv], f.scale, f.softCap)
+	}
+	if f.simd == simdOff || !simdFlashValues(f.vt, hd, group, vh, cellV, cells, sc.ms, sc.vs, acc, acc16, sc.vrow) {
+		flashValues(f, sc, cells, kvh)
+	}
+	for g := range group {
+		a := acc[g*hd : (g+1)*hd]
+		if f.vt == dtype.F16 {
+			for i, h := range acc16[g*hd : (g+1)*hd] {
+				a[i] = f16Table[h]
+			}
+		}
+		inv := 1 / s[g]
+		for i, v := range a {
+			out[g*hd+i] = v * inv
+		}
+	}
+}
+
+// flashScores is the dot products of the query heads qf (K's vec_dot_type)
+// with each key row of cells, into sc.d (per head, len(cells) each): each
+// key row read once for the group's heads.
+func flashScores(f *flashTask, sc *flashScratch, qf []float32, cells []int32, kvh int) {
+	hd := f.headDim
+	group := f.heads / f.kvHeads
+	nv := len(cells)
 	kf := sc.krow[:hd]
 	for i, j := range cells {
 		cell := int(j)*f.kvHeads + kvh
@@ -185,13 +235,16 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 			sc.d[g*nv+i] = d
 		}
 	}
-	s := sc.s[:group]
-	for g := range group {
-		s[g] = flashWeights(sc.d[g*nv:(g+1)*nv], sc.ms[g*nv:(g+1)*nv], sc.vs[g*nv:(g+1)*nv], f.scale, f.softCap)
-	}
-	// The values: each row read once for the group's heads. A weight ms of
-	// 1 is no rescale (ggml rescales only on a new maximum, and a rescale
-	// by 1 changes nothing, in f32 or f16).
+}
+
+// flashValues is the value loop: each row read once for the group's heads.
+// A weight ms of 1 is no rescale (ggml rescales only on a new maximum, and
+// a rescale by 1 changes nothing, in f32 or f16).
+func flashValues(f *flashTask, sc *flashScratch, cells []int32, kvh int) {
+	hd := f.headDim
+	group := f.heads / f.kvHeads
+	nv := len(cells)
+	halfV := f.vt == dtype.F16
 	for i, j := range cells {
 		cell := int(j)*f.kvHeads + kvh
 		vrow := f.v[cell*f.vRow : (cell+1)*f.vRow]
@@ -201,34 +254,18 @@ func flashGroup(f *flashTask, sc *flashScratch, row, kvh int) {
 		for g := range group {
 			ms, vs := sc.ms[g*nv+i], sc.vs[g*nv+i]
 			if halfV {
-				a := acc16[g*hd : (g+1)*hd]
+				a := sc.acc16[g*hd : (g+1)*hd]
 				if ms != 1 {
 					scaleF16(a, ms)
 				}
 				madF16(a, halfsOf(vrow), vs)
 			} else {
-				a := acc[g*hd : (g+1)*hd]
+				a := sc.acc[g*hd : (g+1)*hd]
 				if ms != 1 {
 					scaleF32(a, ms)
 				}
 				madF32(a, sc.vrow[:hd], vs)
 			}
-		}
-	}
-	if nv == 0 {
-		clear(out)
-		return
-	}
-	for g := range group {
-		a := acc[g*hd : (g+1)*hd]
-		if halfV {
-			for i, h := range acc16[g*hd : (g+1)*hd] {
-				a[i] = f16Table[h]
-			}
-		}
-		inv := 1 / s[g]
-		for i, v := range a {
-			out[g*hd+i] = v * inv
 		}
 	}
 }

@@ -100,3 +100,33 @@ void glint_matmat_q(glint_level level, int type, const int8_t *q, const float *d
 		}
 	}
 }
+
+// glint_flash_qdots is the quantised key dots of flash attention
+// (flash.go): d[g·nv + i] = query row g · the key row of cells[i], for g <
+// group and i < nv, in ggml_vec_dot's order — the decode kernels of a
+// one-token matmul, Q4_0 in lanes (dot32Lanes, prefill off). Runs of
+// consecutive cells go to the kernels as rows rowBytes apart, at most 64
+// at a time, so that the group's heads find them in L1.
+void glint_flash_qdots(glint_level level, int type, const int8_t *q, const float *qd, const float *qs, int k, int group,
+                       const uint8_t *w, size_t rowBytes, const int32_t *cells, int nv, float *d) {
+	if (type < 0 || type > T_IQ4_XS || level < GLINT_AVX2 || level >= GLINT_LEVELS) {
+		return;
+	}
+	const glint_qkernels *ks = type == T_Q4_0 ? q4_0_lanes : qtab[type];
+	int nb = k / 32;
+	for (int i = 0; i < nv;) {
+		int r = 1;
+		while (i + r < nv && r < 64 && cells[i + r] == cells[i] + r) {
+			r++;
+		}
+		for (int g = 0; g < group; g++) {
+			glint_qargs a = {type,     q + (size_t)g * k, qd + (size_t)g * nb, NULL, qs ? qs + (size_t)g * nb : NULL,
+			                 NULL,     1,                 k,                   w + (size_t)cells[i] * rowBytes,
+			                 rowBytes, d + (size_t)g * nv + i, r};
+			if (!run(&ks[level], 0, &a, 0, r)) {
+				run(&ks[GLINT_AVX2], 0, &a, 0, r);
+			}
+		}
+		i += r;
+	}
+}

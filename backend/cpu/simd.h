@@ -106,3 +106,10 @@ void glint_matmat_q(glint_level level, int type, const int8_t *q, const float *d
 // AVX2, FMA and F16C; level ≥ 3 (VNNI) adds the products by vpdpbusd.
 void glint_matmat_q4_0_x8(glint_level level, const int8_t *q, const float *d, const int32_t *c, int n, int k,
                           const uint8_t *w, size_t rowBytes, glint_rows rows, float *dst, int m);
+
+// glint_flash_qdots computes d[g·nv + i] = query row g (of group rows of
+// quantised activations q, qd, qs, k long each) · row cells[i] of w, as a
+// one-token glint_matmat_q would, Q4_0 in lanes whatever the row count
+// (flash attention's keys).
+void glint_flash_qdots(glint_level level, int type, const int8_t *q, const float *qd, const float *qs, int k, int group,
+                       const uint8_t *w, size_t rowBytes, const int32_t *cells, int nv, float *d);
