@@ -71,11 +71,11 @@ type flashScratch struct {
 	s     []float32
 	vrow  []float32
 	krow  []float32 // an F16 key row widened
-	// cells are the cells the row sees; d, ms and vs hold per head (group
-	// rows of len(cells)) the dot products and the softmax's weights.
 	// row is the query row cells holds the cells of (-1: none yet): a
 	// thread takes a row's KV heads one after another.
 	row       int
+	// cells are the cells the row sees; d, ms and vs hold per head (group
+	// rows of len(cells)) the dot products and the softmax's weights.
 	cells     []int32
 	d, ms, vs []float32
 	_         [48]byte
