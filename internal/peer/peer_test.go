@@ -3,6 +3,7 @@ package peer_test
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -247,24 +248,38 @@ func holdToBar(t *testing.T, within, mean float64, gaps map[string]string, name 
 	}
 }
 
-// TestQuantizedCacheVsLlamaCpp holds glint's CPU flash attention over
-// quantised KV caches to the fidelity bar against llama.cpp's (both with
-// -fa, both with the same -ctk/-ctv) on kq-small-F16: q8_0 and q4_0 caches,
-// K and V alike, a q8_0 K over an f16 V, and flash attention over the
-// default f16 cache. Against a peer built for the flavour glint takes
-// (GLINT_GGML_FLAVOR=avx2 with an AVX2 build) every step's logits are
-// llama.cpp's to the bit.
+// TestQuantizedCacheVsLlamaCpp holds glint's flash attention over quantised
+// KV caches to the fidelity bar against llama.cpp's (both with -fa, both
+// with the same -ctk/-ctv) on kq-small-F16, and on the files
+// GLINT_PEER_FILES names (a list separated by the OS's path separator, e.g.
+// the 1B-shaped Q4_0 file of scripts/llama3.2-1b.sh), on the CPU and every
+// OpenCL device: q8_0 and q4_0 caches, K and V alike, a q8_0 K over an f16
+// V, and flash attention over the default f16 cache. Against a peer built
+// for the flavour glint takes (GLINT_GGML_FLAVOR=avx2 with an AVX2 build)
+// the CPU's logits are llama.cpp's to the bit.
 func TestQuantizedCacheVsLlamaCpp(t *testing.T) {
 	dir, err := peer.Find()
 	if err != nil {
 		t.Skip(err)
 	}
-	path := shared.Models(t, "kquants/kq-small-F16.gguf")
-	for _, kv := range []peer.KV{{K: "q8_0", V: "q8_0", Flash: true}, {K: "q4_0", V: "q4_0", Flash: true},
-		{K: "f16", V: "f16", Flash: true}, {K: "q8_0", V: "f16", Flash: true}} {
-		t.Run(kv.K+"-"+kv.V+"-fa", func(t *testing.T) {
-			within, mean, _ := forcedVsPeer(t, dir, path, "Sam found a shiny", peerRun{"cpu", "cpu", ""}, kv, 24)
-			holdToBar(t, within, mean, nil, "")
-		})
+	paths := []string{shared.Models(t, "kquants/kq-small-F16.gguf")}
+	if extra := os.Getenv("GLINT_PEER_FILES"); extra != "" {
+		paths = append(paths, filepath.SplitList(extra)...)
+	}
+	for _, path := range paths {
+		for _, be := range peerBackends(t) {
+			for _, kv := range []peer.KV{{K: "q8_0", V: "q8_0", Flash: true}, {K: "q4_0", V: "q4_0", Flash: true},
+				{K: "f16", V: "f16", Flash: true}, {K: "q8_0", V: "f16", Flash: true}, {K: "f16", V: "f16"}} {
+				name := kv.K + "-" + kv.V
+				if kv.Flash {
+					name += "-fa"
+				}
+				t.Run(filepath.Base(path)+"/"+be.name+"/"+name, func(t *testing.T) {
+					within, mean, _ := forcedVsPeer(t, dir, path, "Sam found a shiny", be, kv, 24)
+					t.Logf("%.0f%% of 24 steps within 2e-3, mean difference %.3g", 100*within, mean)
+					holdToBar(t, within, mean, nil, "")
+				})
+			}
+		}
 	}
 }
