@@ -8,6 +8,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/glint-llm/glint"
+	"github.com/glint-llm/glint/internal/shared"
 )
 
 // TestSpeculativeSlots: a server whose slots draft with ngram-simple gives
@@ -16,17 +17,30 @@ import (
 // drafts in usage.completion_tokens_details as accepted and rejected
 // prediction tokens.
 func TestSpeculativeSlots(t *testing.T) {
+	speculativeSlots(t, glint.SpecOptions{Type: "ngram-simple", DraftMax: 8, NgramN: 1, NgramM: 8}, 2,
+		[]string{"Once upon a time", "Lily had a red ball and she liked to play with it in the park", "The dog", "One day"})
+}
+
+// TestSpeculativeDraftSlots: the same with a draft model (-md: stories260K's
+// Q4_0 drafting its float original), 8 concurrent requests on 8 slots.
+func TestSpeculativeDraftSlots(t *testing.T) {
+	draft := shared.Models(t, "stories260K/stories260K-Q4_0.gguf")
+	speculativeSlots(t, glint.SpecOptions{DraftModel: draft, DraftMax: 8}, 8,
+		[]string{"Once upon a time", "Lily had a red ball", "The dog", "One day", "Tom and Sue", "The sun was", "A little bird", "Mom said"})
+}
+
+func speculativeSlots(t *testing.T, spec glint.SpecOptions, parallel int, prompts []string) {
 	path := stories(t)
 	o := glintOpts
 	o.StepTokens = 16
-	o.Spec = glint.SpecOptions{Type: "ngram-simple", DraftMax: 8, NgramN: 1, NgramM: 8}
-	m, err := Load(path, LoadOptions{Options: o, Parallel: 2, Queue: 4})
+	o.Context = 128 * parallel // every prompt and its 64 tokens at once
+	o.Spec = spec
+	m, err := Load(path, LoadOptions{Options: o, Parallel: parallel, Queue: 2 * parallel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
 	ts := start(t, m, Options{})
-	prompts := []string{"Once upon a time", "Lily had a red ball and she liked to play with it in the park", "The dog", "One day"}
 	const n = 64
 	type out struct {
 		text string
