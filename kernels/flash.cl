@@ -13,16 +13,15 @@
 //     cap·tanh(s);
 //   - online softmax: if s > M, M = s, ms = e^(M_old − M) and the
 //     accumulator is scaled by ms, vs = 1; else vs = e^(s − M). Then
-//     acc += v_c·vs (fused) and S = S·ms + vs (FA_SUM). Over an F16 V the
-//     accumulator is f16, rounded after every scale and every mad
+//     acc += v_c·vs (fused) and S = S·ms + vs (FA_SUM: not fused). Over an
+//     F16 V the accumulator is f16, rounded after every scale and every mad
 //     (ggml_vec_scale_f16, ggml_vec_mad_f16); over any other V it is f32
 //     and v_c is dequantised first (to_float);
 //   - out = float(acc)·(1/S), zeros for a row that sees nothing.
 // A row's arithmetic is its own: batched rows, lone rows and Decode views
-// give the same bits. e^x is fa_expf: float64's exp rounded to float, which
-// is glibc's expf but for its rare ≤0.502-ulp misroundings (OpenCL's exp
-// without cl_khr_fp64); tanh is OpenCL's, within a few ulp of the C
-// library's.
+// give the same bits. e^x is fa_expf: glibc's expf (its FMA build) in
+// double, its bits (OpenCL's exp without cl_khr_fp64); tanh is OpenCL's,
+// within a few ulp of the C library's.
 //
 // A work-group takes hq query heads of one KV head (h0 = hq·group 0) of one
 // query row (group 1) and, for a split, one partition of the view (group
@@ -58,18 +57,69 @@
 #define FA_Q5_1 7
 #define FA_IQ4_NL 8
 
-// fa_expf is e^x as glibc's expf gives it (see the header).
+// fa_expf is e^x as glibc's expf gives it on a host with FMA (its
+// __expf_fma, which ggml's expf calls resolve to on every AVX2 build):
+// glibc's sysdeps/ieee754/flt-32/e_expf.c in double, with the fused
+// operations gcc made of it (read from Debian's libm.so.6, glibc 2.36).
+// float64's exp rounded to float is not that: glibc's expf is within
+// 0.502 ulp, not correctly rounded, and a misrounded weight changes the
+// row's bits (about 6 in 10^4 arguments). Without cl_khr_fp64 it is
+// OpenCL's exp.
+#ifdef cl_khr_fp64
+// fa_exp2t is e_exp2f_data.c's tab: 2^(i/32)'s bits less i << 47.
+constant ulong fa_exp2t[32] = {
+	0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+	0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+	0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+	0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+	0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+	0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+	0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+	0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+#endif
+
 inline float fa_expf(float x) {
 #ifdef cl_khr_fp64
-	return (float)exp((double)x);
+#pragma OPENCL FP_CONTRACT OFF
+	uint ax = (as_uint(x) >> 20) & 0x7ff;
+	if (ax > 0x42a) { // |x| ≥ 88, inf, nan: glibc's special cases
+		if (x == -INFINITY)
+			return 0.0f;
+		if (ax >= 0x7f8)
+			return x + x;
+		if (x > 0x1.62e42ep6f)
+			return INFINITY;
+		if (x < -0x1.9fe368p6f) // __math_uflowf: 0x1p-95f squared
+			return 0.0f;
+		if (x < -0x1.9d1d9ep6f) // __math_may_uflowf: 0x1.4p-75f squared
+			return 0x1p-149f;
+	}
+	const double invln2n = 0x1.71547652b82fep+5, shift = 0x1.8p+52;
+	double xd = x;
+	// x·32/ln2 = k + r, |r| ≤ 1/2: the rounding by the shift, fused.
+	double kd = fma(invln2n, xd, shift);
+	ulong ki = as_ulong(kd);
+	kd -= shift;
+	double r = fma(invln2n, xd, -kd);
+	// e^x = 2^(k/32)·2^(r/32) ≈ s·(C0·r³ + C1·r² + C2·r + 1).
+	double s = as_double(fa_exp2t[ki % 32] + (ki << 47));
+	double z = fma(0x1.c6af84b912394p-20, r, 0x1.ebfce50fac4f3p-13);
+	double r2 = r * r;
+	double y = fma(r, 0x1.62e42ff0c52d6p-6, 1.0);
+	y = fma(z, r2, y);
+	return (float)(y * s);
 #else
 	return exp(x);
 #endif
 }
 
-// FA_SUM is the softmax sum's step S·ms + vs: gcc contracts it (ggml's
-// -march=native build, GNU C) into one fused multiply-add.
-#define FA_SUM(S, ms, vs) fma(S, ms, vs)
+// FA_SUM is the softmax sum's step S·ms + vs, rounded twice: ggml-cpu.c's
+// build does not fuse it (gcc computes S·ms apart from the + vs, across the
+// expf call and the V update; the peer's objdump shows vmulss then vaddss).
+// Fused, S differs in its last bit after some new maxima, and so does every
+// value of the row's head.
+#define FA_SUM(S, ms, vs) ((float)((S) * (ms)) + (vs))
 
 // fa_qdot_T is ggml_vec_dot_T_q8_0 (or _q8_1) of a cache row with a query
 // head quantised at xq, xd (XDN_T floats a block): quant.cl's lanes as

@@ -390,3 +390,106 @@ func q81MinTerm(x, xq []float32, kraw []byte, kt dtype.Type, at int) float64 {
 	}
 	return t
 }
+
+// TestFlashMatchesCPU holds flash attention at Llama 3.2 1B's attention
+// shape (32 query heads over 8 KV heads: groups of 4, head size 64) to the
+// CPU backend's flash path, which is llama.cpp's
+// ggml_compute_forward_flash_attn_ext_f16 bit for bit: a 5-row prompt, then
+// single decode rows over 6 to 40 cells and a few longer views, for the
+// cache type pairs llama.cpp's -ctk/-ctv users run. No view here is longer
+// than attChunk cells, so none is split (the split's merge is only within a
+// few ulp), and every bit must agree: the F16 accumulator's roundings, the
+// softmax sum's two roundings and glibc's expf (whose misroundings, a few
+// in 10^4, this many weights meet) included.
+func TestFlashMatchesCPU(t *testing.T) { eachDevice(t, testFlashMatchesCPU) }
+
+func testFlashMatchesCPU(t *testing.T, dev *Backend) {
+	const heads, kvHeads, hd, cells = 32, 8, 64, 256
+	cols, kvCols := heads*hd, kvHeads*hd
+	pairs := [][2]dtype.Type{{dtype.F16, dtype.F16}, {dtype.Q8_0, dtype.F16}, {dtype.Q8_0, dtype.Q8_0}, {dtype.Q4_0, dtype.Q4_0}}
+	// Each step: n rows from position pos0 (the prompt, then decode rows).
+	type step struct{ n, pos0 int }
+	steps := []step{{5, 0}}
+	for p := 5; p < 40; p++ {
+		steps = append(steps, step{1, p})
+	}
+	steps = append(steps, step{1, 63}, step{1, 64}, step{1, 100}, step{1, 200})
+	c := cpuBackend()
+	for _, pr := range pairs {
+		kt, vt := pr[0], pr[1]
+		t.Run(fmt.Sprintf("K%v/V%v", kt, vt), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 40))
+			kv := randRange(rng, cells*kvCols, -1, 1)
+			vv := randRange(rng, cells*kvCols, -1, 1)
+			// Both backends' caches, filled as kvcache fills them: one
+			// CopySlice append of F32 rows per position.
+			var cache [2][2]backend.Tensor
+			for i, be := range []backend.Backend{c, dev} {
+				for j, x := range [][]float32{kv, vv} {
+					dt := [2]dtype.Type{kt, vt}[j]
+					ct, err := be.Alloc(dt, cells, kvHeads, hd)
+					if err != nil {
+						t.Fatal(err)
+					}
+					src, err := be.Alloc(dtype.F32, cells, kvCols)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := be.WriteF32(src, 0, x); err != nil {
+						t.Fatal(err)
+					}
+					for p := range cells {
+						be.CopySlice(ct, p*kvCols, src, p*kvCols, kvCols)
+					}
+					be.Free(src)
+					cache[i][j] = ct
+					t.Cleanup(func() { be.Free(ct) })
+				}
+			}
+			a := backend.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: 1.0 / 8, Flash: true}
+			for _, s := range steps {
+				if dev.attnPartitions(s.n, s.pos0+s.n, heads) > 1 {
+					t.Fatalf("%d cells split on %s", s.pos0+s.n, dev.info.Name)
+				}
+				q := randRange(rng, s.n*cols, -3, 3)
+				var outs [2][]float32
+				for i, be := range []backend.Backend{c, dev} {
+					qt, err := be.Alloc(dtype.F32, s.n, cols)
+					if err != nil {
+						t.Fatal(err)
+					}
+					o, err := be.Alloc(dtype.F32, s.n, cols)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := be.WriteF32(qt, 0, q); err != nil {
+						t.Fatal(err)
+					}
+					be.Attention(o, qt, cache[i][0], cache[i][1], s.n, causal(t, be, s.n, s.pos0), a)
+					if err := be.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					outs[i] = make([]float32, s.n*cols)
+					if err := be.ReadF32(o, 0, outs[i]); err != nil {
+						t.Fatal(err)
+					}
+					be.Free(qt)
+					be.Free(o)
+				}
+				bad := 0
+				for e, w := range outs[0] {
+					if g := outs[1][e]; math.Float32bits(g) != math.Float32bits(w) {
+						if bad < 3 {
+							row, h := e/cols, e%cols/hd
+							t.Errorf("%d rows at %d: row %d head %d [%d] = %g, CPU %g", s.n, s.pos0, row, h, e%hd, g, w)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Fatalf("%d rows at %d: %d of %d differ from the CPU's", s.n, s.pos0, bad, len(outs[0]))
+				}
+			}
+		})
+	}
+}
