@@ -73,7 +73,7 @@ type flashScratch struct {
 	krow  []float32 // an F16 key row widened
 	// row is the query row cells holds the cells of (-1: none yet): a
 	// thread takes a row's KV heads one after another.
-	row       int
+	row int
 	// cells are the cells the row sees; d, ms and vs hold per head (group
 	// rows of len(cells)) the dot products and the softmax's weights.
 	cells     []int32
