@@ -42,6 +42,10 @@ type SpecOptions struct {
 	// NgramMin is the shortest pattern ngram-simple falls back to when the
 	// last NgramN tokens recur nowhere (0: engine.NgramSizeMin).
 	NgramMin int
+	// Adaptive drafts each step the length, up to DraftMax, that the
+	// acceptance and verification cost measured so far say pays best
+	// (engine.Speculative.Adaptive).
+	Adaptive bool
 }
 
 // kind resolves Type: "" when off.
@@ -101,7 +105,7 @@ func (m *Model) Speculation() (*engine.Speculative, func(), error) {
 	if err != nil || k == "" {
 		return nil, func() {}, err
 	}
-	sp := &engine.Speculative{Max: o.draftMax(), Min: o.DraftMin}
+	sp := &engine.Speculative{Max: o.draftMax(), Min: o.DraftMin, Adaptive: o.Adaptive}
 	switch k {
 	case "ngram-simple":
 		n, mm := o.NgramN, o.NgramM

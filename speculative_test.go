@@ -84,3 +84,63 @@ func TestDraftModelIncompatible(t *testing.T) {
 		t.Fatalf("unknown --spec-type: %v", err)
 	}
 }
+
+// fixedDrafter drafts the next tokens of a known continuation, or, wrong,
+// tokens that are not it.
+type fixedDrafter struct {
+	prompt, want []int32
+	wrong        bool
+}
+
+func (d fixedDrafter) Draft(_ context.Context, tokens []int32, max int) ([]int32, error) {
+	at := len(tokens) - len(d.prompt) // generated so far
+	var out []int32
+	for i := at; i < len(d.want) && len(out) < max; i++ {
+		t := d.want[i]
+		if d.wrong {
+			t = (t + 1) % 512
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// TestAdaptiveDraftLength: with Adaptive, drafts that are always rejected
+// shrink to the occasional probe, drafts that are always right stay at
+// Max, and both give plain decoding's ids.
+func TestAdaptiveDraftLength(t *testing.T) {
+	path := shared.Models(t, "stories260K/stories260K.gguf")
+	m, err := glint.Open(path, glint.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	prompt := m.Tokenizer.Encode("Once upon a time", true)
+	const n = 96
+	plain, err := engine.Generate(ctx, m.Engine, prompt, engine.Options{MaxTokens: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		wrong, adaptive bool
+	}{{true, false}, {true, true}, {false, false}, {false, true}} {
+		sp := &engine.Speculative{Drafter: fixedDrafter{prompt, plain.Generated, c.wrong}, Max: 8, Adaptive: c.adaptive}
+		tm, err := engine.Generate(ctx, m.Engine, prompt, engine.Options{MaxTokens: n, Speculative: sp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(tm.Generated, plain.Generated) {
+			t.Fatalf("wrong %v adaptive %v: ids differ from plain decoding's", c.wrong, c.adaptive)
+		}
+		t.Logf("wrong %v adaptive %v: %d passes, drafted %d, accepted %d", c.wrong, c.adaptive, tm.Passes, tm.Drafted, tm.Accepted)
+		switch {
+		case c.wrong && c.adaptive && tm.Drafted > n/4:
+			t.Errorf("always-rejected drafts: %d drafted in %d tokens, want the length to shrink to probes", tm.Drafted, n)
+		case !c.wrong && c.adaptive && tm.Passes > n/8+4: // a few steps to learn the drafts are good
+			t.Errorf("always-accepted drafts: %d passes for %d tokens, want drafts of 8 kept", tm.Passes, n)
+		case c.wrong && !c.adaptive && tm.Drafted < n*6:
+			t.Errorf("fixed length: %d drafted, want 8 a step", tm.Drafted)
+		}
+	}
+}

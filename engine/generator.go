@@ -148,6 +148,7 @@ type Generator struct {
 	ready    []int32
 	specIDs  []int32
 	specRows []float32
+	tune     *tune // Speculative.Adaptive's measurements
 	specHist []int32
 }
 
@@ -158,6 +159,9 @@ func (s *Session) NewGenerator(o Options) (*Generator, error) {
 	}
 	g := &Generator{s: s, o: o, stops: NewStopStrings(o.Stop)}
 	g.specOff = specCheck(s, o)
+	if o.Speculative != nil && o.Speculative.Adaptive {
+		g.tune = newTune()
+	}
 	if o.Tokenizer != nil {
 		g.dec = o.Tokenizer.NewStreamDecoder()
 	} else if len(g.stops.stops) > 0 {
@@ -218,7 +222,11 @@ func (g *Generator) Next(ctx context.Context) (Token, error) {
 		g.ready = g.ready[1:]
 	} else {
 		var err error
+		start, one := time.Now(), len(g.s.pending) == 1 // not a prompt's prefill
 		id, err = g.choose(ctx)
+		if g.tune != nil && one && err == nil {
+			g.tune.plainStep(time.Since(start))
+		}
 		if errors.Is(err, ErrContextFull) {
 			return g.finished(-1, "", FinishContext), nil
 		}

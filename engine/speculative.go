@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/glint-llm/glint/sample"
 )
@@ -27,6 +28,10 @@ type Speculative struct {
 	// Max is the most tokens one step drafts; a draft shorter than Min is
 	// not verified (the step decodes one token as without drafts).
 	Max, Min int
+	// Adaptive drafts, each step, the length up to Max that the
+	// acceptance and the verification's cost measured so far say yields
+	// most tokens per second (tune); otherwise always up to Max.
+	Adaptive bool
 }
 
 // Speculating says whether the generation drafts, and if not, why not
@@ -70,6 +75,9 @@ func (g *Generator) speculate(ctx context.Context) ([]int32, error) {
 		return nil, nil
 	}
 	k := min(sp.Max, s.VerifyRoom())
+	if g.tune != nil {
+		k = g.tune.length(k)
+	}
 	if g.o.MaxTokens >= 0 {
 		k = min(k, g.o.MaxTokens-len(g.tm.Generated)-1)
 	}
@@ -101,12 +109,14 @@ func (g *Generator) speculate(ctx context.Context) ([]int32, error) {
 		rows = g.specRows
 	}
 	base := s.Len()
+	start := time.Now()
 	if err := s.Verify(ctx, drafts, ids, rows); err != nil {
 		return nil, err
 	}
+	took := time.Since(start)
 	g.tm.Passes++
 	g.tm.Drafted += len(drafts)
-	ready := g.ready[:0]
+	ready, nAcc := g.ready[:0], 0
 	for i := range n {
 		var t int32
 		accepted := false
@@ -121,10 +131,14 @@ func (g *Generator) speculate(ctx context.Context) ([]int32, error) {
 		ready = append(ready, t)
 		if accepted {
 			g.tm.Accepted++
+			nAcc++
 		}
 		if !accepted || g.isEnd(t) {
 			break
 		}
+	}
+	if g.tune != nil {
+		g.tune.verified(len(drafts), nAcc, took)
 	}
 	// The drafts after the last accepted leave the cache (and the token
 	// chosen last is Chosen by Next, as a plain step's).

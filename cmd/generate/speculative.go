@@ -24,6 +24,7 @@ func specFlags() []cli.Flag {
 		&cli.IntFlag{Name: "spec-ngram-size-n", Value: engine.NgramSizeN, Usage: "ngram-simple: tokens of the pattern looked up in the context"},
 		&cli.IntFlag{Name: "spec-ngram-size-m", Value: engine.NgramSizeM, Usage: "ngram-simple: most tokens drafted from a match"},
 		&cli.IntFlag{Name: "spec-ngram-min", Value: engine.NgramSizeMin, Usage: "ngram-simple: shortest pattern tried when the longest recurs nowhere"},
+		&cli.BoolFlag{Name: "draft-adaptive", Usage: "draft, each step, the length up to --draft-max that measured acceptance and verification cost say pays best"},
 	}
 }
 
@@ -36,7 +37,7 @@ func specOpts(c *cli.Context) glint.SpecOptions {
 	}
 	return glint.SpecOptions{DraftModel: c.String("model-draft"), Type: c.String("spec-type"),
 		DraftMax: c.Int("draft-max"), DraftMin: c.Int("draft-min"), DraftPMin: pMin,
-		NgramN: c.Int("spec-ngram-size-n"), NgramM: c.Int("spec-ngram-size-m"), NgramMin: c.Int("spec-ngram-min")}
+		NgramN: c.Int("spec-ngram-size-n"), NgramM: c.Int("spec-ngram-size-m"), NgramMin: c.Int("spec-ngram-min"), Adaptive: c.Bool("draft-adaptive")}
 }
 
 // printSpeculative reports what speculative decoding did, or why it did
