@@ -5,7 +5,8 @@
 # run, and its median TBT), llama.cpp by `llama-batched-bench -c N
 # -npp N−64 -ntg 32 -npl 1`, without and with -fa (flash attention), the
 # three alternated round by round (glint first on even rounds, last on odd
-# ones). Prints a markdown table on stdout (progress on stderr): medians,
+# ones). Prints a markdown table on stdout (on stderr each run's TBT and the
+# 1-minute load average after it, which tells a loaded run): medians,
 # and glint's ratios to llama.cpp's better of the two (TBT glint/llama.cpp,
 # lower is better; prompt t/s glint/llama.cpp, higher is better). A
 # benchmark: never part of `make test` or CI.
@@ -30,7 +31,7 @@ while getopts "am:p:r:t:x:h" opt; do
 	t) threads=$OPTARG ;;
 	x) lbargs=$OPTARG ;;
 	*)
-		sed -n '2,20s/^# \{0,1\}//p' "$0" >&2
+		sed -n '2,21s/^# \{0,1\}//p' "$0" >&2
 		exit 2
 		;;
 	esac
@@ -69,6 +70,7 @@ glint_run() {
 	}
 	awk -F"|" -v p="$p" -v tbt="$tmp/$n.gtbt" -v pp="$tmp/$n.gpp" \
 		'$2 ~ /cpu/ {printf "%.3f\n", $6 >> tbt; printf "%.2f\n", p * 1000 / $5 >> pp}' <<<"$out"
+	log "   glint: TBT $(tail -n1 "$tmp/$n.gtbt") ms, load $(cut -d" " -f1 /proc/loadavg)"
 }
 
 # llama_run N FA: appends llama.cpp's TBT (ms) and prompt speed (t/s) at N
@@ -79,6 +81,7 @@ llama_run() {
 	"$peer/llama-batched-bench" -m "$model" -t "$threads" -c "$n" -npp $((n - 64)) -ntg 32 -npl 1 $fa $lbargs 2>/dev/null |
 		awk -F"|" -v tbt="$tmp/$n.${tag}tbt" -v pp="$tmp/$n.${tag}pp" \
 			'$2 ~ /^ *[0-9]+ *$/ && $3 ~ /^ *32 *$/ {printf "%.3f\n", 1000 * $8 / 32 >> tbt; printf "%.2f\n", $7 >> pp}'
+	log "   llama.cpp${fa:+ $fa}: TBT $(tail -n1 "$tmp/$n.${tag}tbt") ms, load $(cut -d" " -f1 /proc/loadavg)"
 }
 
 for ((r = 0; r < rounds; r++)); do
