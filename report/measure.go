@@ -19,22 +19,23 @@ import (
 // Job is one backend's measurement: what a Runner is given (as JSON when it
 // crosses into a child process).
 type Job struct {
-	Backend    string           `json:"backend"`
-	Model      string           `json:"model"`
-	Prompt     string           `json:"prompt,omitempty"`
-	PromptIDs  []int32          `json:"prompt_ids,omitempty"`
-	N          int              `json:"n"`
-	Runs       int              `json:"runs"`
-	Threads    int              `json:"threads,omitempty"`
-	Device     string           `json:"device,omitempty"`
-	Tune       string           `json:"tune,omitempty"`
-	Numerics   numerics.Options `json:"numerics,omitzero"`
-	Context    int              `json:"context,omitempty"`
-	CacheTypeK string           `json:"cache_type_k,omitempty"`
-	CacheTypeV string           `json:"cache_type_v,omitempty"`
-	FlashAttn  string           `json:"flash_attn,omitempty"`
-	OrtLib     string           `json:"ort_lib,omitempty"`
-	Profile    bool             `json:"profile,omitempty"`
+	Backend    string            `json:"backend"`
+	Model      string            `json:"model"`
+	Prompt     string            `json:"prompt,omitempty"`
+	PromptIDs  []int32           `json:"prompt_ids,omitempty"`
+	N          int               `json:"n"`
+	Runs       int               `json:"runs"`
+	Threads    int               `json:"threads,omitempty"`
+	Device     string            `json:"device,omitempty"`
+	Tune       string            `json:"tune,omitempty"`
+	Numerics   numerics.Options  `json:"numerics,omitzero"`
+	Context    int               `json:"context,omitempty"`
+	CacheTypeK string            `json:"cache_type_k,omitempty"`
+	CacheTypeV string            `json:"cache_type_v,omitempty"`
+	FlashAttn  string            `json:"flash_attn,omitempty"`
+	OrtLib     string            `json:"ort_lib,omitempty"`
+	Profile    bool              `json:"profile,omitempty"`
+	Spec       glint.SpecOptions `json:"spec,omitzero"`
 }
 
 func (j Job) check() error {
@@ -83,7 +84,7 @@ func Measure(j Job) (res Backend) {
 	var prof *backend.ProfiledBackend
 	opts := glint.Options{
 		Backend: j.Backend, Threads: j.Threads, Device: j.Device, Tune: j.Tune, Context: j.Context, OrtLib: j.OrtLib,
-		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV, FlashAttn: j.FlashAttn, Numerics: j.Numerics,
+		CacheTypeK: j.CacheTypeK, CacheTypeV: j.CacheTypeV, FlashAttn: j.FlashAttn, Numerics: j.Numerics, Spec: j.Spec,
 		Wrap: func(b backend.Backend) backend.Backend {
 			made = true
 			if !j.Profile {
@@ -134,8 +135,14 @@ func Measure(j Job) (res Backend) {
 	// token chosen is never fed), which the per-token counts divide by.
 	run := func(first func()) (engine.Timing, error) {
 		seen := false
+		spec, done, err := m.Speculation()
+		if err != nil {
+			return engine.Timing{}, err
+		}
+		defer done()
 		return engine.Generate(context.Background(), m.Engine, prompt, engine.Options{
-			MaxTokens: j.N,
+			MaxTokens:   j.N,
+			Speculative: spec,
 			// No EOG: an end token does not end a run early, so every run has N
 			// tokens.
 			OnToken: func(engine.Token) error {
@@ -179,6 +186,14 @@ func Measure(j Job) (res Backend) {
 		}
 		if r == 0 {
 			res.Generated = tm.Generated
+			if specSettings(j.Spec) != nil {
+				res.Speculative = &Speculative{Off: tm.SpecOff}
+			}
+		}
+		if s := res.Speculative; s != nil {
+			s.Passes += tm.Passes
+			s.Drafted += tm.Drafted
+			s.Accepted += tm.Accepted
 		}
 		res.TTFTUs = append(res.TTFTUs, tm.TTFT.Microseconds())
 		gaps := make([]int64, len(tm.Gaps))
@@ -196,6 +211,10 @@ func Measure(j Job) (res Backend) {
 		res.LaunchesPerToken = &v
 		m := float64(moved) / float64(len(res.LaunchesPerRun)*(j.N-1))
 		res.DeviceBytesPerToken = &m
+	}
+
+	if s := res.Speculative; s != nil && s.Passes > 0 {
+		s.TokensPerPass = float64(j.Runs*j.N) / float64(s.Passes)
 	}
 
 	if prof != nil {

@@ -59,6 +59,8 @@ type Settings struct {
 	Sampling   string  `json:"sampling"`
 	IgnoreEOS  bool    `json:"ignore_eos"`
 	Profile    bool    `json:"profile"`
+	// Speculative is the speculative decoding asked for; nil when none.
+	Speculative *SpecSettings `json:"speculative,omitempty"`
 }
 
 // Backend is one backend's measurement. Every timing is kept raw; Summary
@@ -101,7 +103,10 @@ type Backend struct {
 	DeviceBytesPerToken *float64 `json:"device_bytes_per_token,omitempty"`
 
 	Profile *Profile `json:"profile,omitempty"`
-	Summary *Summary `json:"summary,omitempty"`
+	// Speculative is what speculative decoding did in the timed runs; nil
+	// when it was not asked for.
+	Speculative *Speculative `json:"speculative,omitempty"`
+	Summary     *Summary     `json:"summary,omitempty"`
 }
 
 // ModelInfo identifies the model file a backend ran.
@@ -144,4 +149,35 @@ type Summary struct {
 	TBTMsMax     float64 `json:"tbt_ms_max"`
 	// TokensPerSec is 1 / median TBT.
 	TokensPerSec float64 `json:"tokens_per_sec"`
+}
+
+// SpecSettings are the speculative decoding options every backend was
+// given (glint.SpecOptions, as the flags set them).
+type SpecSettings struct {
+	Type       string  `json:"type"`
+	DraftModel string  `json:"draft_model,omitempty"`
+	DraftMax   int     `json:"draft_max"`
+	DraftMin   int     `json:"draft_min"`
+	DraftPMin  float32 `json:"draft_p_min"`
+	NgramN     int     `json:"ngram_n"`
+	NgramM     int     `json:"ngram_m"`
+	NgramMin   int     `json:"ngram_min"`
+	Adaptive   bool    `json:"adaptive"`
+}
+
+// Speculative sums speculative decoding's counts over the timed runs
+// (engine.Timing's Passes, Drafted, Accepted).
+type Speculative struct {
+	// Passes are the target model's steps that chose the Runs·NPredict
+	// tokens: one per token without speculation, the prompt's included.
+	Passes   int `json:"passes"`
+	Drafted  int `json:"drafted"`
+	Accepted int `json:"accepted"`
+	// TokensPerPass is Runs·NPredict / Passes: what a verification step
+	// yields, 1 when no draft is ever accepted.
+	TokensPerPass float64 `json:"tokens_per_pass"`
+	// Off says why speculative decoding turned itself off (the first timed
+	// run's engine.Timing.SpecOff); the counts are then those of plain
+	// decoding.
+	Off string `json:"off,omitempty"`
 }

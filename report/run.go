@@ -49,7 +49,9 @@ type Options struct {
 	// Profile adds Runs more runs per backend with per-op timing
 	// (backend.Profiled), kept apart from the timed runs.
 	Profile bool
-	// Progress, when set, is told as each backend starts.
+	// Spec is the speculative decoding of every backend (glint.Options.Spec).
+	Spec glint.SpecOptions
+	// Progress, when set), is told as each backend starts.
 	Progress func(backend string, i, n int)
 }
 
@@ -104,7 +106,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		Settings: Settings{
 			Prompt: o.Prompt, PromptIDs: o.PromptIDs, NPredict: o.N, Runs: o.Runs, WarmupRuns: 1,
 			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV,
-			FlashAttn: o.FlashAttn, Sampling: "greedy", IgnoreEOS: true, Profile: o.Profile,
+			FlashAttn: o.FlashAttn, Sampling: "greedy", IgnoreEOS: true, Profile: o.Profile, Speculative: specSettings(o.Spec),
 		},
 	}
 	infos := map[string]ModelInfo{}
@@ -140,7 +142,7 @@ func Run(ctx context.Context, o Options, run Runner) (*Report, error) {
 		b = run(ctx, Job{
 			Backend: name, Model: path, Prompt: o.Prompt, PromptIDs: o.PromptIDs, N: o.N, Runs: o.Runs,
 			Threads: o.Threads, Device: o.Device, Tune: o.Tune, Context: o.Context, CacheTypeK: o.CacheTypeK, CacheTypeV: o.CacheTypeV, FlashAttn: o.FlashAttn, OrtLib: o.OrtLib, Profile: o.Profile,
-			Numerics: o.Numerics,
+			Numerics: o.Numerics, Spec: o.Spec,
 		})
 		b.Backend, b.Model = name, info
 		if b.Status == StatusOK {
@@ -277,4 +279,18 @@ func hashDir(dir string) (string, int64, error) {
 		io.WriteString(h, l)
 	}
 	return hex.EncodeToString(h.Sum(nil)), total, nil
+}
+
+// specSettings records the speculative decoding o asks for; nil when none
+// (no draft model, and no --spec-type or "none").
+func specSettings(o glint.SpecOptions) *SpecSettings {
+	typ := o.Type
+	switch {
+	case typ == "" && o.DraftModel != "":
+		typ = "draft"
+	case typ == "" || typ == "none":
+		return nil
+	}
+	return &SpecSettings{Type: typ, DraftModel: o.DraftModel, DraftMax: o.DraftMax, DraftMin: o.DraftMin, DraftPMin: o.DraftPMin,
+		NgramN: o.NgramN, NgramM: o.NgramM, NgramMin: o.NgramMin, Adaptive: o.Adaptive}
 }

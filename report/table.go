@@ -52,17 +52,27 @@ func cell(s string) string {
 func ms(v float64) string { return fmt.Sprintf("%.2f", v) }
 
 // WriteTable writes the markdown summary table: one row per backend, the
-// skipped and failed ones with their reason in the status column.
+// skipped and failed ones with their reason in the status column. With
+// speculative decoding it adds the timed runs' target passes, tokens per
+// pass and accepted/drafted tokens, and says under the table which
+// backends turned speculation off, and why.
 func WriteTable(w io.Writer, r *Report) error {
+	spec := r.Settings.Speculative != nil
+	head := "| backend | device | load ms | TTFT ms (median) | TBT ms median | TBT ms p90 | TBT ms min | tok/s | peak RSS MiB | launches/token | device MB/token |"
+	align := "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	if spec {
+		head += " target passes | tok/pass | accepted/drafted |"
+		align += "--:|--:|--:|"
+	}
 	var sb strings.Builder
-	sb.WriteString("| backend | device | load ms | TTFT ms (median) | TBT ms median | TBT ms p90 | TBT ms min | tok/s | peak RSS MiB | launches/token | device MB/token | status |\n")
-	sb.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	sb.WriteString(head + " status |\n" + align + "---|\n")
+	var notes []string
 	for _, b := range r.Backends {
 		status := b.Status
 		if b.Reason != "" {
 			status += ": " + firstLine(b.Reason)
 		}
-		row := []string{b.Backend, cell(b.Device), "—", "—", "—", "—", "—", "—", "—", "—", "—", cell(status)}
+		row := []string{b.Backend, cell(b.Device), "—", "—", "—", "—", "—", "—", "—", "—", "—"}
 		if b.Status == StatusOK && b.Summary != nil {
 			s := b.Summary
 			row[2] = fmt.Sprintf("%.0f", float64(b.LoadUs)/1000)
@@ -79,7 +89,21 @@ func WriteTable(w io.Writer, r *Report) error {
 		if b.DeviceBytesPerToken != nil {
 			row[10] = fmt.Sprintf("%.1f", *b.DeviceBytesPerToken/1e6)
 		}
+		if spec {
+			if s := b.Speculative; b.Status == StatusOK && s != nil {
+				row = append(row, fmt.Sprint(s.Passes), fmt.Sprintf("%.2f", s.TokensPerPass), fmt.Sprintf("%d/%d", s.Accepted, s.Drafted))
+				if s.Off != "" {
+					notes = append(notes, fmt.Sprintf("%s: speculative decoding off (%s)\n", b.Backend, firstLine(s.Off)))
+				}
+			} else {
+				row = append(row, "—", "—", "—")
+			}
+		}
+		row = append(row, cell(status))
 		sb.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	if len(notes) > 0 {
+		sb.WriteString("\n" + strings.Join(notes, ""))
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err

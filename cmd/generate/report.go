@@ -27,8 +27,8 @@ func reportCommand() *cli.Command {
 		Name:  "report",
 		Usage: "measure load time, TTFT, TBT, peak memory (and op times) across backends; write a table, report.json and report.svg",
 		UsageText: "generate report -b cpu,opencl,onnx -m MODEL [-m onnx=DIR] -p PROMPT -n N --runs R --out DIR " +
-			"[-t threads] [--device D] [--profile]",
-		Flags: []cli.Flag{
+			"[-t threads] [--device D] [--profile] [--spec-type ngram-simple | -md DRAFT] [--draft-max N]",
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "backends", Aliases: []string{"b"}, Value: "cpu,opencl", Usage: "comma-separated backends to measure, in order"},
 			&cli.StringSliceFlag{Name: "model", Aliases: []string{"m"}, Usage: "model for every backend, or BACKEND=PATH for one (onnx needs an ONNX model directory); repeatable"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "Once upon a time", Usage: "prompt text"},
@@ -45,7 +45,7 @@ func reportCommand() *cli.Command {
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then third_party/onnxruntime)"},
 			&cli.BoolFlag{Name: "profile", Usage: "also time each op kind, in as many extra runs (second table; ops are synchronised one by one, except on OpenCL, which times its launches on the device, fused ones by name)"},
 			&cli.BoolFlag{Name: workerFlag, Hidden: true, Usage: "internal: measure the job on stdin, write JSON to stdout"},
-		},
+		}, specFlags()...),
 		Action: runReport,
 	}
 }
@@ -94,7 +94,7 @@ func runReport(c *cli.Context) error {
 		Models: models, Prompt: c.String("prompt"), N: c.Int("n-predict"), Runs: c.Int("runs"),
 		Threads: c.Int("threads"), Device: c.String("device"), Tune: c.String("tune"), Context: c.Int("ctx-size"),
 		CacheTypeK: c.String("cache-type-k"), CacheTypeV: c.String("cache-type-v"), FlashAttn: c.String("flash-attn"),
-		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"),
+		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"), Spec: specOpts(c),
 		Numerics: numerics.FromEnv(), // as loadOpts
 	}
 	for _, b := range strings.Split(c.String("backends"), ",") {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/glint-llm/glint/internal/shared"
 	"github.com/glint-llm/glint/model/synth"
 	"github.com/glint-llm/glint/report"
 )
@@ -96,5 +98,55 @@ func TestParseModels(t *testing.T) {
 				t.Errorf("parseModels(%q)[%q] = %q, want %q", tc.in, k, got[k], v)
 			}
 		}
+	}
+}
+
+// The speculative flags reach the report's workers: ngram-simple on a
+// model whose stories repeat themselves verifies several tokens per target
+// pass; without the flags the report has no speculative figures at all.
+func TestReportSpeculative(t *testing.T) {
+	model := shared.Models(t, "stories260K/stories260K.gguf")
+	t.Setenv(mainEnv, "1")
+	const n, runs = 128, 2
+	report1 := func(t *testing.T, extra ...string) (report.Report, string) {
+		out := t.TempDir()
+		app := &cli.App{Name: "generate", Commands: []*cli.Command{reportCommand()}, ExitErrHandler: func(*cli.Context, error) {}}
+		args := append([]string{"generate", "report", "-b", "cpu", "-m", model, "-p", "Once upon a time", "-n", fmt.Sprint(n),
+			"--runs", fmt.Sprint(runs), "-t", "1", "-c", "256", "--out", out}, extra...)
+		if err := app.Run(args); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(out, report.JSONName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r report.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Backends) != 1 || r.Backends[0].Status != report.StatusOK {
+			t.Fatalf("backends %+v", r.Backends)
+		}
+		return r, string(b)
+	}
+
+	r, _ := report1(t, "--spec-type", "ngram-simple", "--draft-max", "8")
+	if s := r.Settings.Speculative; s == nil || s.Type != "ngram-simple" || s.DraftMax != 8 {
+		t.Errorf("settings.speculative = %+v, want ngram-simple with draft_max 8", s)
+	}
+	s := r.Backends[0].Speculative
+	if s == nil {
+		t.Fatal("no speculative figures with --spec-type ngram-simple")
+	}
+	if s.Off != "" || s.Passes >= runs*n || s.TokensPerPass <= 1 || s.Accepted == 0 || s.Accepted > s.Drafted {
+		t.Errorf("speculative %+v: want fewer than %d passes for %d tokens, > 1 token per pass, 0 < accepted <= drafted", s, runs*n, runs*n)
+	}
+	if got := float64(runs*n) / float64(s.Passes); got != s.TokensPerPass {
+		t.Errorf("tokens per pass %v, want %d/%d = %v", s.TokensPerPass, runs*n, s.Passes, got)
+	}
+
+	r, js := report1(t)
+	if r.Settings.Speculative != nil || strings.Contains(js, `"speculative"`) {
+		t.Errorf("without speculation: settings %+v, backend %+v", r.Settings.Speculative, r.Backends[0].Speculative)
 	}
 }
