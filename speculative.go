@@ -3,6 +3,7 @@ package glint
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/glint-llm/glint/engine"
 	"github.com/glint-llm/glint/tokenizer"
@@ -64,6 +65,20 @@ func (o SpecOptions) kind() (string, error) {
 		return "", nil
 	}
 	return "", fmt.Errorf("speculative: --spec-type %q: want one of %v", o.Type, SpecTypes)
+}
+
+// Check reports what is wrong with o before any model loads: a bad
+// --spec-type, a draft model that is missing or not a file.
+func (o SpecOptions) Check() error {
+	if _, err := o.kind(); err != nil {
+		return err
+	}
+	if o.DraftModel != "" {
+		if _, err := os.Stat(o.DraftModel); err != nil {
+			return fmt.Errorf("speculative: draft model: %w", err)
+		}
+	}
+	return nil
 }
 
 // draftMax is DraftMax with its default.

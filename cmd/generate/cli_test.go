@@ -172,6 +172,9 @@ func TestBadInput(t *testing.T) {
 		{"block cache type on heads of 16", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-p", "x"}, "a head size of 16 is not a multiple of it"},
 		{"quantised V without flash attention", []string{"-m", write("ok4.gguf", good), "-ctv", "q8_0", "-fa", "off", "-p", "x"}, "requires flash attention"},
 		{"unknown flash attention mode", []string{"-m", write("ok4.gguf", good), "-fa", "maybe", "-p", "x"}, `flash attention "maybe"`},
+		{"report with an unknown speculative type", []string{"report", "-m", write("ok4.gguf", good), "-b", "cpu", "--spec-type", "bogus"}, `--spec-type "bogus"`},
+		{"report with a missing draft model", []string{"report", "-m", write("ok4.gguf", good), "-b", "cpu", "-md", "/nonexistent/draft.gguf"}, "draft model"},
+		{"generate with a missing draft model", []string{"-m", write("ok4.gguf", good), "-md", "/nonexistent/draft.gguf", "-p", "x"}, "draft model"},
 		{"bad prompt ids", []string{"-m", write("ok4.gguf", good), "--prompt-ids", "1,x"}, "x"},
 	}
 	for _, tc := range cases {

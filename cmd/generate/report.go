@@ -97,6 +97,9 @@ func runReport(c *cli.Context) error {
 		OrtLib: c.String("ort-lib"), Profile: c.Bool("profile"), Spec: specOpts(c),
 		Numerics: numerics.FromEnv(), // as loadOpts
 	}
+	if err := o.Spec.Check(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
 	for _, b := range strings.Split(c.String("backends"), ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			o.Backends = append(o.Backends, b)
