@@ -22,8 +22,10 @@ ids=128000,791,6864,315,9822,374 # "The capital of France is"
 status=0
 for b in "${backends[@]}"; do
   plain=$("$gen" -m "$target" -b "$b" --prompt-ids "$ids" -n "$n" --temp 0 --output ids 2>/dev/null)
-  spec=$("$gen" -m "$target" -b "$b" -md "$draft" --prompt-ids "$ids" -n "$n" --temp 0 --output ids 2>&1 >/dev/null | grep '^speculative:' || true)
-  specids=$("$gen" -m "$target" -b "$b" -md "$draft" --prompt-ids "$ids" -n "$n" --temp 0 --output ids 2>/dev/null)
+  err=$(mktemp)
+  specids=$("$gen" -m "$target" -b "$b" -md "$draft" --prompt-ids "$ids" -n "$n" --temp 0 --output ids 2>"$err")
+  spec=$(grep '^speculative:' "$err" || true)
+  rm -f "$err"
   if [[ -n $plain && $plain == "$specids" ]]; then
     echo "$b: the same $n ids ($spec)"
   else
