@@ -847,9 +847,12 @@ inline void lanes_mv_block(int kind, lacc* s, lacc* s2, int b, int nb, int8 L, i
 		return;
 	}
 	if ((nb & 1) && b == nb - 1) {
+		// Its d, integer sum and a flag wait for lanes_mv_value (NL_TAIL).
 		int4 l4 = L.lo + L.hi;
 		int2 l2 = l4.lo + l4.hi;
-		s->m.x = fma(x0 * dm.x, (float)(l2.x + l2.y), s->m.x);
+		s->m.x = x0 * dm.x;
+		s->m.y = (float)(l2.x + l2.y);
+		s->m.z = 1.0f;
 		return;
 	}
 	lanes_block(LK_32, (b & 1) ? s2 : s, L, P, x0, 0.0f, dm);
@@ -859,6 +862,14 @@ inline void lanes_mv_block(int kind, lacc* s, lacc* s2, int b, int nb, int8 L, i
 // second accumulator (IQ4_NL's odd blocks, zero for the others) first.
 inline float lanes_mv_value(int kind, lacc s, lacc s2) {
 #pragma OPENCL FP_CONTRACT OFF
+	if (kind == LK_NL && s.m.z != 0.0f) {
+		// NL_TAIL: an odd last block (d in m.x, its integer sum in m.y) is
+		// added after the reduction by one fma, as gcc contracts ggml's
+		// scalar sumf += d·s.
+		s.a += s2.a;
+		float4 r = s.a.lo + s.a.hi;
+		return fma(s.m.x, s.m.y, (r.s0 + r.s2) + (r.s1 + r.s3));
+	}
 	if (kind >= LK_Q81)
 		s.a += s2.a;
 	return lanes_value(LK_PF(kind), s);
@@ -919,11 +930,17 @@ inline void lanes_chain(int kind, int upb, local const int* e, int l, int b0, in
 			continue;
 		} else if (kind == LK_NL) {
 			if ((nb & 1) && b == nb - 1) {
+				// NL_TAIL: lane 0 keeps d (m.x), lane 1 the integer sum
+				// (m.y), lane 2 the flag (m.z).
 				if (l == 0) {
+					*sm = d;
+				} else if (l == 1) {
 					int t = 0;
 					for (int i = 0; i < 8; i++)
 						t += e[i];
-					*sm = fma(d, (float)t, *sm);
+					*am = (float)t;
+				} else if (l == 2) {
+					*am = 1.0f;
 				}
 				continue;
 			}
