@@ -90,28 +90,6 @@ func FuzzQuantizeCacheRow(f *testing.F) {
 	f.Add(uint8(6), []byte{0, 0, 0x80, 0x3f, 0, 0, 0x80, 0xbf})
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		typ := CacheTypes[int(which)%len(CacheTypes)]
-		n := 32 * min(4, 1+len(data)/128)
-		x := make([]float32, n)
-		finite := true
-		for i := range x {
-			if len(data) >= 4 {
-				j := 4 * (i % (len(data) / 4))
-				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[j:]))
-			}
-			finite = finite && abs32(x[i]) <= 1000
-		}
-		rb, _ := typ.RowBytes(n)
-		q := make([]byte, rb)
-		QuantizeCacheRow(typ, q, x)
-		y := make([]float32, n)
-		DequantizeRow(typ, y, q)
-		if !finite {
-			return
-		}
-		for i, v := range y {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				t.Fatalf("%v: element %d (%v) decodes to %v", typ, i, x[i], v)
-			}
-		}
+		fuzzRoundTrip(t, typ, 32*min(4, 1+len(data)/128), data, QuantizeCacheRow)
 	})
 }

@@ -168,30 +168,36 @@ func FuzzQuantizeRow(f *testing.F) {
 			}
 		}
 		typ := types[int(which)%len(types)]
-		n := typ.BlockSize() * min(4, 1+len(data)/(4*QK_K))
-		x := make([]float32, n)
-		finite := true
-		for i := range x {
-			if len(data) >= 4 {
-				j := 4 * (i % (len(data) / 4))
-				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[j:]))
-			}
-			finite = finite && abs32(x[i]) <= 1000
-		}
-		rb, _ := typ.RowBytes(n)
-		q := make([]byte, rb)
-		QuantizeRow(typ, q, x)
-		y := make([]float32, n)
-		DequantizeRow(typ, y, q)
-		if !finite {
-			return
-		}
-		for i, v := range y {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				t.Fatalf("%v: element %d (%v) decodes to %v", typ, i, x[i], v)
-			}
-		}
+		fuzzRoundTrip(t, typ, typ.BlockSize()*min(4, 1+len(data)/(4*QK_K)), data, QuantizeRow)
 	})
+}
+
+// fuzzRoundTrip quantises n floats read from data's bits to typ with
+// quantize and decodes them: a row of finite values small enough that no
+// scale overflows f16 (|x| ≤ 1000) must decode to finite values.
+func fuzzRoundTrip(t *testing.T, typ Type, n int, data []byte, quantize func(Type, []byte, []float32)) {
+	x := make([]float32, n)
+	finite := true
+	for i := range x {
+		if len(data) >= 4 {
+			j := 4 * (i % (len(data) / 4))
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[j:]))
+		}
+		finite = finite && abs32(x[i]) <= 1000
+	}
+	rb, _ := typ.RowBytes(n)
+	q := make([]byte, rb)
+	quantize(typ, q, x)
+	y := make([]float32, n)
+	DequantizeRow(typ, y, q)
+	if !finite {
+		return
+	}
+	for i, v := range y {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("%v: element %d (%v) decodes to %v", typ, i, x[i], v)
+		}
+	}
 }
 
 // TestQuantizeExactLevelsNewTypes feeds blocks already on the grid of the
