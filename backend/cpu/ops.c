@@ -786,6 +786,26 @@ static A5 void pv_tiny512(const void *v, int half, const float *p, const int32_t
 // then the cells from there one by one as float products, f32 added to the
 // float (tail512: the view's remainder, 0 or 32 cells, is whole 8-element
 // chunks), f16 to a double that starts from it.
+// pv_tail16 adds to res (16 columns at d, lanes m) cells [j0, j1) past
+// the lane sums, as ggml's vec_dot tail adds them: each product p·v
+// rounded to float, then summed in float over an F32 V, or over an F16 V in
+// double (lo and hi, which the caller narrows once at the end). Cell j is
+// V row row0/kvCols + j and probability p[j].
+INLINE A5 void pv_tail16(const void *v, int half, const float *p, int j0, int j1, size_t row0, int kvCols, int d,
+                         __mmask16 m, __m512 *res, __m512d *lo, __m512d *hi) {
+	for (int j = j0; j < j1; j++) {
+		__m512 vj = load16m(v, half, row0 + (size_t)j * kvCols + d, m), pj = _mm512_set1_ps(p[j]);
+		__m512 pr = _mm512_mul_ps(vj, pj);
+		__asm__("" : "+v"(pr)); // rounded: kept from contraction
+		if (!half) {
+			*res = _mm512_add_ps(*res, pr);
+			continue;
+		}
+		*lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
+		*hi = _mm512_add_pd(*hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(pr, 1)));
+	}
+}
+
 static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t *runs, int nruns, int base, int np,
                          int kvCols, size_t kvOff, int hd, int far, float *o) {
 	// One run of cells close by sums its lanes in registers (pv_run16).
@@ -808,17 +828,7 @@ static A5 void pv_vec512(const void *v, int half, const float *p, const int32_t 
 		__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)), hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(res, 1));
 		for (int r = 0; r < nruns; r++) {
 			int j = runs[2 * r] > base + np ? runs[2 * r] : base + np;
-			for (; j < runs[2 * r + 1]; j++) {
-				__m512 vj = load16m(v, half, (size_t)j * kvCols + kvOff + d, m), pj = _mm512_set1_ps(p[j - base]);
-				__m512 pr = _mm512_mul_ps(vj, pj);
-				__asm__("" : "+v"(pr)); // rounded: kept from contraction
-				if (!half) {
-					res = _mm512_add_ps(res, pr);
-					continue;
-				}
-				lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
-				hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(pr, 1)));
-			}
+			pv_tail16(v, half, p, j - base, runs[2 * r + 1] - base, (size_t)base * kvCols + kvOff, kvCols, d, m, &res, &lo, &hi);
 		}
 		if (half) {
 			res = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
@@ -1005,17 +1015,7 @@ static A5 void group512(const float *q, const char *k, const char *v, int half, 
 			if (!prefill) {
 				__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)),
 				        hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(res, 1));
-				for (int i = ia > np ? ia : np; i < L; i++) {
-					__m512 vj = load16m(v, half, (size_t)(base + i) * kvCols + d, m), pj = _mm512_set1_ps(p[i]);
-					__m512 pr = _mm512_mul_ps(vj, pj);
-					__asm__("" : "+v"(pr)); // rounded: kept from contraction
-					if (!half) {
-						res = _mm512_add_ps(res, pr);
-						continue;
-					}
-					lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
-					hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(pr, 1)));
-				}
+				pv_tail16(v, half, p, ia > np ? ia : np, L, (size_t)base * kvCols, kvCols, d, m, &res, &lo, &hi);
 				if (half) {
 					res = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
 				}
